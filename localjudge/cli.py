@@ -1,0 +1,198 @@
+"""The ``localjudge`` command line.
+
+Commands:
+    ``localjudge summeval``  judge the 16 system summaries of one SummEval article for one aspect
+                             with a local model; print each distribution, raw mass, argmax and
+                             expected score, then the Spearman ρ / Kendall τ-b with the human
+                             scores of that article; write one JSONL record per item.
+    ``localjudge models``    list the embedded model manifests and whether they are fetched.
+
+Records are appended as each item finishes; a re-run with the same ``--out`` resumes and only
+judges the items that have no record yet (``--overwrite`` starts over). Per-item failures (low
+mass, context overflow, backend errors) are recorded per item with their error code and never
+counted as a score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from localjudge.errors import LocalJudgeError, LowMassError
+from localjudge.models import DEFAULT_JUDGE, list_manifests
+
+__all__ = ["main", "SUMMEVAL_PROMPTS"]
+
+SUMMEVAL_PROMPTS = {"coherence": "summeval_coherence_v1"}
+"""Aspect -> versioned prompt template in ``localjudge/prompts`` (G-Eval's SummEval prompts,
+Liu et al. 2023, arXiv 2303.16634, repository file ``prompts/summeval/coh_detailed.txt``)."""
+
+PREFILL = {"coherence": "Coherence (1-5):"}
+
+
+def _load_prompt(name: str) -> str:
+    return resources.files("localjudge.prompts").joinpath(f"{name}.txt").read_text("utf-8")
+
+
+def _read_summeval(path: Path, doc: str) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise SystemExit(f"error: SummEval file not found: {path}")
+    rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+    doc_ids: list[str] = []
+    for r in rows:
+        if r["doc_id"] not in doc_ids:
+            doc_ids.append(r["doc_id"])
+    if doc.isdigit():
+        i = int(doc)
+        if not 0 <= i < len(doc_ids):
+            raise SystemExit(f"error: --doc {doc} out of range: the file has {len(doc_ids)} articles")
+        doc_id = doc_ids[i]
+    elif doc in doc_ids:
+        doc_id = doc
+    else:
+        raise SystemExit(f"error: --doc {doc!r} is neither an index nor a doc_id in {path}")
+    return [r for r in rows if r["doc_id"] == doc_id]
+
+
+def _fmt_dist(d: dict[str, Any]) -> str:
+    return " ".join(f"{lab}:{p:.3f}" for lab, p in zip(d["labels"], d["probs"]))
+
+
+def cmd_summeval(args: argparse.Namespace) -> int:
+    from scipy.stats import kendalltau, spearmanr
+    from tqdm import tqdm
+
+    from localjudge.backends import load_backend
+
+    if args.aspect not in SUMMEVAL_PROMPTS:
+        raise SystemExit(f"error: --aspect {args.aspect!r}; available: {sorted(SUMMEVAL_PROMPTS)}")
+    items = _read_summeval(Path(args.data), args.doc)
+    template_name = SUMMEVAL_PROMPTS[args.aspect]
+    template = _load_prompt(template_name)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done: dict[str, dict[str, Any]] = {}
+    if out.exists() and not args.overwrite:
+        for line in out.read_text("utf-8").splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                done[f"{rec['doc_id']}|{rec['system_id']}"] = rec
+    elif out.exists():
+        out.unlink()
+    todo = [r for r in items if f"{r['doc_id']}|{r['system_id']}" not in done]
+    print(f"SummEval doc {items[0]['doc_id']}: {len(items)} summaries, aspect {args.aspect}, "
+          f"{len(items) - len(todo)} already in {out}, {len(todo)} to judge")
+    backend = load_backend(args.backend, args.model, **({"n_ctx": args.n_ctx} if args.n_ctx else {}))
+    prefill = PREFILL[args.aspect]
+    with out.open("a", encoding="utf-8") as f:
+        for r in tqdm(todo, desc="judging", unit="summary", file=sys.stderr):
+            prompt = template.replace("{{Document}}", r["source"]).replace(
+                "{{Summary}}", r["system_output"])
+            rec: dict[str, Any] = {
+                "doc_id": r["doc_id"], "system_id": r["system_id"], "aspect": args.aspect,
+                "human": r["scores"][args.aspect], "prompt_template": template_name,
+                "prefill": prefill, "distribution": None, "error": None, "message": None,
+            }
+            t0 = time.perf_counter()
+            try:
+                d = backend.score_distribution(prompt, range(1, 6), prefill=prefill,
+                                               min_mass=args.min_mass)
+                rec["distribution"] = d.to_dict()
+            except LowMassError as err:
+                rec["distribution"] = err.distribution.to_dict()
+                rec["error"], rec["message"] = err.code, str(err)
+            except LocalJudgeError as err:
+                rec["error"], rec["message"] = err.code, str(err)
+            rec["seconds"] = round(time.perf_counter() - t0, 4)
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            done[f"{r['doc_id']}|{r['system_id']}"] = rec
+    print(f"\n{'system':7} {'human':>6} {'mass':>7} {'argmax':>6} {'expected':>8}  distribution")
+    exp_s, arg_s, hum_s = [], [], []
+    sig = None
+    n_err = 0
+    for r in items:
+        rec = done[f"{r['doc_id']}|{r['system_id']}"]
+        d = rec["distribution"]
+        if rec["error"]:
+            n_err += 1
+            mass = f"{d['mass']:.4f}" if d else "-"
+            print(f"{r['system_id']:7} {rec['human']:6.3f} {mass:>7} {'-':>6} {'-':>8}  "
+                  f"ERROR {rec['error']}: {rec['message'][:80]}")
+            continue
+        sig = d["signature"]
+        print(f"{r['system_id']:7} {rec['human']:6.3f} {d['mass']:7.4f} {d['argmax']:>6} "
+              f"{d['expected']:8.4f}  {_fmt_dist(d)}")
+        exp_s.append(d["expected"])
+        arg_s.append(float(d["argmax"]))
+        hum_s.append(rec["human"])
+    print(f"\nscored {len(exp_s)} of {len(items)} (errors: {n_err}; errors are not scores)")
+    if len(exp_s) >= 3:
+        rho = spearmanr(exp_s, hum_s).statistic
+        tau = kendalltau(exp_s, hum_s, variant="b").statistic
+        print(f"Spearman rho (expected score vs human {args.aspect}): {rho:.4f}")
+        print(f"Kendall tau-b (expected score vs human {args.aspect}): {tau:.4f}")
+        n_distinct = len(set(arg_s))
+        if n_distinct < 2:
+            print(f"Spearman rho (argmax score vs human): undefined -- all {len(arg_s)} argmax "
+                  f"scores are {arg_s[0]:g} (ties); the expectation breaks them")
+        else:
+            rho_a = spearmanr(arg_s, hum_s).statistic
+            print(f"Spearman rho (argmax score vs human; {n_distinct} distinct argmax values): "
+                  f"{rho_a:.4f}")
+    else:
+        print("too few scored items for a correlation")
+    if sig:
+        from localjudge.signature import Signature
+
+        print(f"signature: {Signature.from_dict(sig).format()}")
+    print(f"records: {out}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    for m in list_manifests():
+        state = "fetched" if m.path.is_file() else "not fetched"
+        print(f"{m.name:30} family={m.family:8} template={'yes' if m.chat_template else 'no':3} "
+              f"{m.license:20} {state}  {m.path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="localjudge", description=__doc__.splitlines()[0])
+    ap.add_argument("-v", "--verbose", action="store_true")
+    sub = ap.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("summeval", help="judge the 16 summaries of one SummEval article")
+    s.add_argument("--data", default="../shared/data/summeval/summeval.jsonl")
+    s.add_argument("--doc", default="0", help="article index (0-99) or doc_id")
+    s.add_argument("--aspect", default="coherence", choices=sorted(SUMMEVAL_PROMPTS))
+    s.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "hf"])
+    s.add_argument("--model", default=DEFAULT_JUDGE, help="manifest name, GGUF path or HF id")
+    s.add_argument("--n-ctx", type=int, default=None)
+    s.add_argument("--min-mass", type=float, default=0.9)
+    s.add_argument("--out", default="results/summeval.jsonl")
+    s.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
+    s.set_defaults(func=cmd_summeval)
+    m = sub.add_parser("models", help="list embedded model manifests")
+    m.set_defaults(func=cmd_models)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    try:
+        return int(args.func(args))
+    except LocalJudgeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
