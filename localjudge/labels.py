@@ -13,8 +13,10 @@ Spellings of a label ``L`` (all are summed):
   (``"10"`` -> ``"1"``, ``"0"`` on tokenizers that split digits), kept only if they decode back
   to ``L`` with optional leading spaces.
 
-Labels are keyed by token id, never by decoded text. A token sequence that spells two labels
-raises ``TokenizationError`` at set-up, as does a label with no spelling.
+Labels are keyed by token id, never by decoded text. A label with no spelling raises
+``TokenizationError`` at set-up; overlapping labels ("1" and "01", "Yes" and "yes") raise
+``ConfigError`` in ``normalize_labels``. Non-canonical paths (``" "`` then ``"7"`` on a tokenizer
+that has the single token ``" 7"``) are not spellings: models emit canonical tokenisations.
 
 Exact probabilities. The spellings form a trie over token ids. A label whose spelling is a
 single token that is not the prefix of another spelling gets ``p(token)``. A spelling of
@@ -67,7 +69,8 @@ def normalize_labels(labels: Iterable[str | int] | range | None) -> tuple[str, .
 
     Raises:
         ConfigError: empty list, fewer than 2 labels, a non-str/int label, an empty label,
-            a label with leading or trailing whitespace, or a duplicate.
+            a label with leading or trailing whitespace, a duplicate, or overlapping labels
+            (same numeric value such as "1" and "01", or the same text up to case).
     """
     if labels is None:
         return DEFAULT_LABELS
@@ -91,6 +94,23 @@ def normalize_labels(labels: Iterable[str | int] | range | None) -> tuple[str, .
     dup = sorted({x for x in out if out.count(x) > 1})
     if dup:
         raise ConfigError(f"duplicate labels: {dup}")
+    seen: dict[float, str] = {}
+    for s in out:
+        try:
+            v = float(s)
+        except ValueError:
+            continue
+        if v in seen:
+            raise ConfigError(f"labels {seen[v]!r} and {s!r} overlap: both mean the score {v:g}")
+        seen[v] = s
+    folded: dict[str, str] = {}
+    for s in out:
+        if s.casefold() in folded:
+            raise ConfigError(
+                f"labels {folded[s.casefold()]!r} and {s!r} overlap: they differ only by case, "
+                "which many judges do not distinguish"
+            )
+        folded[s.casefold()] = s
     return tuple(out)
 
 
@@ -145,7 +165,7 @@ def resolve_label_ids(
         A ``LabelMap``.
 
     Raises:
-        TokenizationError: a label has no spelling, or one token sequence spells two labels.
+        TokenizationError: a label has no spelling.
     """
     specials = set(special_ids)
     wanted = {lab: set[tuple[int, ...]]() for lab in labels}
@@ -163,20 +183,15 @@ def resolve_label_ids(
                 raise TokenizationError(f"cannot tokenise label {lab!r}: {err}") from err
             if len(ids) > 1 and not (set(ids) & specials) and decode(ids).lstrip(" ") == lab:
                 wanted[lab].add(ids)
-    owner: dict[tuple[int, ...], str] = {}
     for lab in labels:
         if not wanted[lab]:
             raise TokenizationError(
                 f"label {lab!r} cannot be tokenised: no token sequence of this tokenizer "
                 "spells it"
             )
-        for seq in wanted[lab]:
-            if seq in owner:
-                raise TokenizationError(
-                    f"labels {owner[seq]!r} and {lab!r} overlap: both are spelled by token ids "
-                    f"{list(seq)}"
-                )
-            owner[seq] = lab
+    # Each spelling decodes to exactly one label text, so spellings of distinct labels are
+    # disjoint by construction; labels that mean the same thing are refused in
+    # normalize_labels.
     spellings = {lab: tuple(sorted(wanted[lab], key=lambda s: (len(s), s))) for lab in labels}
     root = _Node()
     for lab in labels:
