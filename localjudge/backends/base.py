@@ -110,9 +110,21 @@ class Backend(ABC):
         ``token_ids``. Implementations compute only the last position and reuse the KV cache
         of the longest common prefix with the previous call."""
 
+    def _logprobs_after(
+        self, prompt_ids: Sequence[int], suffix_ids: Sequence[int] = ()
+    ) -> np.ndarray:
+        """Log-probabilities after ``prompt_ids + suffix_ids``; the split tells a backend which
+        tokens are the prompt and which are label / generated continuations, so it can compute
+        them in a canonical, history-independent way (see ``LlamaCppBackend``)."""
+        return self._next_token_logprobs([*prompt_ids, *suffix_ids])
+
     @abstractmethod
     def _signature_fields(self) -> dict[str, Any]:
         """backend_version, model, model_sha256 and versions for the signature."""
+
+    def _display_text(self, token_id: int) -> str:
+        """Text shown for a token whose vocabulary text is empty (special tokens)."""
+        return f"<id:{token_id}>"
 
     # ---- shared implementation ----------------------------------------------------------
     def _init_shared(self) -> None:
@@ -286,13 +298,13 @@ class Backend(ABC):
         text = self.render(prompt, system=system, prefill=prefill, raw=raw)
         ids = self._encode_prompt(text)
         self._check_context(len(ids), label_map.max_len)
-        root = self._next_token_logprobs(ids)
+        root = self._logprobs_after(ids)
         if self._masks is None:
             self._masks = extend_masks_from_texts(self._vocab())
         lp = label_probabilities(
             label_map,
             root,
-            lambda suffix: self._next_token_logprobs([*ids, *suffix]),
+            lambda suffix: self._logprobs_after(ids, suffix),
             extend_masks=self._masks,
             prune_below=float(prune_below),
             boundary=boundary,
@@ -302,7 +314,7 @@ class Backend(ABC):
         top_ids = top_ids[np.argsort(-root[top_ids], kind="stable")]
         texts = self._vocab()
         top = [
-            TopToken(int(t), texts[int(t)], float(math.exp(root[t])),
+            TopToken(int(t), texts[int(t)] or self._display_text(int(t)), float(math.exp(root[t])),
                      int(t) in label_map.first_token_ids)
             for t in top_ids
         ]
@@ -384,7 +396,7 @@ class Backend(ABC):
         eog = self._eog_ids()
         out: list[int] = []
         for _ in range(max_tokens):
-            lp = self._next_token_logprobs([*ids, *out])
+            lp = self._logprobs_after(ids, out)
             if temperature == 0:
                 tid = int(np.argmax(lp))
             else:

@@ -1,0 +1,1 @@
+"""Benchmarks and experiments: one per module, run with ``python -m bench.<name>``."""
