@@ -161,7 +161,8 @@ def test_context_overflow_on_real_model():
     b = LlamaCppBackend("smollm2-135m-instruct", n_ctx=128)
     with pytest.raises(ContextOverflowError) as ei:
         b.score_distribution("word " * 300)
-    assert ei.value.n_ctx == 128 and ei.value.n_prompt_tokens > 128
+    # llama.cpp pads the context to a multiple of 256; the error reports the real window
+    assert ei.value.n_ctx == b.n_ctx >= 128 and ei.value.n_prompt_tokens > b.n_ctx
 
 
 def test_base_model_without_chat_template():

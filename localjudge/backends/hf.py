@@ -42,7 +42,7 @@ import transformers
 from localjudge.backends._resolve import looks_like_manifest_name, resolve_model_file
 from localjudge.backends.base import Backend, log_softmax
 from localjudge.errors import BackendError, ConfigError, ModelFileError
-from localjudge.models import cache_dir, file_sha256, load_manifest
+from localjudge.models import MODELS_DIR, cache_dir, file_sha256, load_manifest
 from localjudge.version import package_versions
 
 __all__ = ["HFBackend", "DEFAULT_N_CTX", "conversion_dir", "model_dir_sha256"]
@@ -132,11 +132,7 @@ def model_dir_sha256(folder: str | os.PathLike[str]) -> str:
 
 def _hub_error(model: str, revision: str | None, err: Exception | None) -> ModelFileError:
     rev = f" at revision {revision!r}" if revision else ""
-    try:
-        known = [p.stem for p in sorted((Path(__file__).resolve().parents[2] / "models")
-                                        .glob("*.toml"))]
-    except OSError:
-        known = []
+    known = sorted(p.stem for p in MODELS_DIR.glob("*.toml"))
     return ModelFileError(
         f"model {model!r}{rev} is not an embedded manifest name, an existing .gguf file or "
         f"model folder, nor in the local Hugging Face cache; localjudge never downloads at run "
