@@ -13,7 +13,8 @@ Hierarchy::
     ├── TokenizationError(ConfigError) a label cannot be tokenised, or two labels overlap
     ├── LowMassError                   label mass below ``min_mass``; carries the distribution
     └── BackendError                   inference failed
-        └── ContextOverflowError       prompt longer than the context window
+        ├── ContextOverflowError       prompt longer than the context window
+        └── ParseFailureError          generated text could not be parsed (steps, fallback)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "LocalJudgeError",
     "LowMassError",
     "ModelFileError",
+    "ParseFailureError",
     "TemplateError",
     "TokenizationError",
 ]
@@ -151,3 +153,9 @@ class LowMassError(LocalJudgeError):
             "message": str(self),
             "distribution": self.distribution.to_dict(),
         }
+
+
+class ParseFailureError(BackendError):
+    """Generated text could not be parsed (evaluation steps, or the parsed-score fallback)."""
+
+    code = "parse_failure"

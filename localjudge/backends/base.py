@@ -60,6 +60,10 @@ class Backend(ABC):
 
     name: ClassVar[str] = "base"
 
+    supports_logprobs: bool = True
+    """Whether ``score_distribution`` can read logprobs (False: judges fall back to parsing
+    generated text, marked ``method="parsed"``)."""
+
     # ---- subclass interface -------------------------------------------------------------
     @property
     @abstractmethod

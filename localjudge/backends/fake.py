@@ -56,6 +56,7 @@ class FakeBackend(Backend):
         chat_template: template text, or None for a model without one.
         n_ctx: context window in tokens.
         filler: token that receives the probability a script leaves unassigned.
+        supports_logprobs: set False to emulate a backend without logprobs (generation only).
 
     Raises:
         ConfigError: a scripted token is not in the vocabulary, or probabilities exceed 1.
@@ -72,7 +73,9 @@ class FakeBackend(Backend):
         chat_template: str | None = CHATML_TEMPLATE,
         n_ctx: int = 2048,
         filler: str = "\n",
+        supports_logprobs: bool = True,
     ) -> None:
+        self.supports_logprobs = supports_logprobs
         self._vocab_list = list(vocab) if vocab is not None else _default_vocab()
         self._ids = {t: i for i, t in enumerate(self._vocab_list)}
         self._filler = self._id(filler)
@@ -153,6 +156,13 @@ class FakeBackend(Backend):
 
     def _eos_text(self) -> str:
         return "</s>"
+
+    def score_distribution(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.supports_logprobs:
+            from localjudge.errors import BackendError
+
+            raise BackendError("this fake backend emulates a server without logprobs")
+        return super().score_distribution(*args, **kwargs)
 
     def _next_token_logprobs(self, token_ids: Sequence[int]) -> np.ndarray:
         ids = tuple(token_ids)

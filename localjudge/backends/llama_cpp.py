@@ -21,13 +21,12 @@ import ctypes
 import logging
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from localjudge.backends.base import Backend, log_softmax
 from localjudge.backends._resolve import resolve_model_file
+from localjudge.backends.base import Backend, log_softmax
 from localjudge.errors import BackendError, ConfigError
 from localjudge.version import package_versions
 
@@ -135,6 +134,13 @@ class LlamaCppBackend(Backend):
         buf = ctypes.create_string_buffer(256)
         n = self._lib.llama_token_to_piece(self._vocab_ptr, tid, buf, 256, 0, special)
         return bytes(buf.raw[: max(n, 0)])
+
+    def reset_cache(self) -> None:
+        """Drop the KV cache, so the next call processes its whole prompt (benchmarks)."""
+        self._llama._ctx.kv_cache_seq_rm(0, 0, -1)
+        self._kv_ids = []
+        self._kv_n_prompt = 0
+        self._last = None
 
     def _display_text(self, token_id: int) -> str:
         return self._piece(token_id, True).decode("utf-8", errors="replace")
