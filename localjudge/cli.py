@@ -5,6 +5,8 @@ Commands:
                              with a local model; print each distribution, raw mass, argmax and
                              expected score, then the Spearman ρ / Kendall τ-b with the human
                              scores of that article; write one JSONL record per item.
+    ``localjudge geval``     G-Eval over a JSONL file of test cases (``LLMTestCase`` fields per
+                             line), one JSONL record per (case, metric); resumable.
     ``localjudge models``    list the embedded model manifests and whether they are fetched.
 
 Records are appended as each item finishes; a re-run with the same ``--out`` resumes and only
@@ -156,6 +158,59 @@ def cmd_summeval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_geval(args: argparse.Namespace) -> int:
+    from localjudge.backends import load_backend
+    from localjudge.errors import ConfigError
+    from localjudge.judges.geval import GEval, LLMTestCase, Rubric, evaluate
+
+    src = Path(args.input)
+    if not src.is_file():
+        raise SystemExit(f"error: --input file not found: {src}")
+    cases = []
+    for i, line in enumerate(src.read_text("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(LLMTestCase.from_dict(json.loads(line)))
+        except (ValueError, ConfigError) as err:
+            raise SystemExit(f"error: {src}:{i}: {err}") from None
+    rubric = None
+    if args.rubric:
+        rows = json.loads(Path(args.rubric).read_text("utf-8"))
+        rubric = [Rubric(tuple(r["score_range"]), r["expected_outcome"]) for r in rows]
+    score_range = None
+    if args.score_range:
+        try:
+            lo, hi = (int(x) for x in args.score_range.split(","))
+        except ValueError:
+            raise SystemExit(f"error: --score-range must be LO,HI, got {args.score_range!r}") \
+                from None
+        score_range = (lo, hi)
+    steps = [s.strip() for s in args.steps.split("|")] if args.steps else None
+    backend = load_backend(args.backend, args.model)
+    metric = GEval(args.name, criteria=args.criteria, evaluation_steps=steps,
+                   evaluation_params=[p.strip() for p in args.params.split(",")],
+                   rubric=rubric, score_range=score_range, threshold=args.threshold,
+                   strict_mode=args.strict, model=backend, min_mass=args.min_mass,
+                   include_reason=args.reason)
+    recs = evaluate(cases, [metric], out=args.out, resume=not args.overwrite,
+                    show_progress=True)
+    scored = [r for r in recs if r.error is None]
+    errors: dict[str, int] = {}
+    for r in recs:
+        if r.error:
+            errors[r.error] = errors.get(r.error, 0) + 1
+    print(f"{metric.name}: {len(recs)} cases, {len(scored)} scored, "
+          f"{sum(r.success for r in recs)} passed (threshold {metric.threshold}"
+          f"{', strict' if metric.strict_mode else ''}), errors: {errors or 0}")
+    if scored:
+        mean = sum(r.score for r in scored if r.score is not None) / len(scored)
+        print(f"mean score (scored cases only): {mean:.4f}")
+    print(f"evaluation steps: {list(metric.evaluation_steps or ())}")
+    print(f"records: {args.out}")
+    return 0
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     for m in list_manifests():
         state = "fetched" if m.path.is_file() else "not fetched"
@@ -179,6 +234,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="results/summeval.jsonl")
     s.add_argument("--overwrite", action="store_true", help="start over instead of resuming")
     s.set_defaults(func=cmd_summeval)
+    g = sub.add_parser("geval", help="G-Eval over a JSONL file of test cases")
+    g.add_argument("--input", required=True, help="JSONL, one LLMTestCase per line")
+    g.add_argument("--out", required=True, help="JSONL records (resumed if it exists)")
+    g.add_argument("--name", default="Quality", help="metric name (form field)")
+    g.add_argument("--criteria", default=None)
+    g.add_argument("--steps", default=None, help="evaluation steps separated by '|'")
+    g.add_argument("--params", default="input,actual_output")
+    g.add_argument("--score-range", default=None, help="LO,HI (default 1,5)")
+    g.add_argument("--rubric", default=None, help="JSON file: [{score_range, expected_outcome}]")
+    g.add_argument("--threshold", type=float, default=0.5)
+    g.add_argument("--strict", action="store_true")
+    g.add_argument("--reason", action="store_true", help="generate a short rationale")
+    g.add_argument("--min-mass", type=float, default=0.9)
+    g.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "hf"])
+    g.add_argument("--model", default=DEFAULT_JUDGE)
+    g.add_argument("--overwrite", action="store_true")
+    g.set_defaults(func=cmd_geval)
     m = sub.add_parser("models", help="list embedded model manifests")
     m.set_defaults(func=cmd_models)
     return ap

@@ -232,3 +232,29 @@ def test_test_case_from_dict_rejects_unknown_fields():
     with pytest.raises(ConfigError, match="unknown test-case fields \\['actual'\\]"):
         LLMTestCase.from_dict({"input": "x", "actual": "y"})
     assert LLMTestCase.from_dict({"input": "x", "id": 7}).case_id == "7"
+
+
+@pytest.mark.model
+def test_end_to_end_on_the_fast_real_model(smollm_llama, tmp_path):
+    """G-Eval on SmolLM2 (CPU): generated steps are cached, every score is the expectation of
+    its own stored distribution, and 0-10 works with the multi-token "10"."""
+    m = GEval("Correctness", criteria="Is the actual output a correct answer to the input?",
+              evaluation_params=P, model=smollm_llama, min_mass=0.0)
+    cases = [LLMTestCase(input="What is 2+3?", actual_output="2+3 equals 5.", name="right"),
+             LLMTestCase(input="What is 2+3?", actual_output="It is 7.", name="wrong")]
+    recs = evaluate(cases, [m], out=tmp_path / "r.jsonl")
+    assert 1 <= len(m.evaluation_steps) <= 4
+    for r in recs:
+        assert r.error is None and r.method == "logprobs"
+        d = r.distribution
+        g = sum(int(lab) * p for lab, p in zip(d.labels, d.probs))
+        assert r.raw_score == pytest.approx(g, abs=1e-12)
+        assert r.score == pytest.approx((g - 1) / 4, abs=1e-12)
+        assert r.signature["evaluation_steps"] == list(m.evaluation_steps)
+        assert r.signature["backend"]["model_sha256"].startswith("b179c952")
+    ten = GEval("Correctness", evaluation_steps=list(m.evaluation_steps), evaluation_params=P,
+                model=smollm_llama, score_range=(0, 10), min_mass=0.0)
+    ten.measure(cases[0])
+    assert ten.distribution.labels[-1] == "10"
+    assert any(len(seq) >= 2 for seq in ten.distribution.signature.label_map["10"])
+    assert 0.0 <= ten.score <= 1.0

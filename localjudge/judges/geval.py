@@ -282,10 +282,18 @@ _STEP_RE = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.*\S)\s*$")
 _INT_RE = re.compile(r"-?\d+")
 
 
+MAX_GENERATED_STEPS = 4
+"""G-Eval asks for 3-4 evaluation steps (arXiv 2303.16634 §2); generated lists are cut here."""
+
+
 def parse_steps(text: str) -> list[str]:
-    """Numbered or bulleted lines of ``text`` -> steps (at most 8)."""
-    steps = [m.group(1) for m in (_STEP_RE.match(line) for line in text.splitlines()) if m]
-    return steps[:8]
+    """Numbered or bulleted lines of ``text`` -> distinct steps, at most
+    ``MAX_GENERATED_STEPS``, in order (small models repeat themselves)."""
+    steps: list[str] = []
+    for m in (_STEP_RE.match(line) for line in text.splitlines()):
+        if m and m.group(1) not in steps:
+            steps.append(m.group(1))
+    return steps[:MAX_GENERATED_STEPS]
 
 
 class GEval:
