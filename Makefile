@@ -20,7 +20,7 @@ $(BIN)/python:
 # torch==2.13.0 is pinned in the [hf] extra: it installs a CPU build from this machine's disk.
 # llama-cpp-python compiles from source the first time (about 10 min on 2 cores); pip caches the wheel.
 $(STAMP): pyproject.toml | $(BIN)/python
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet -e '.[llama,hf,dev]'
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(BIN)/python -m pip install --quiet -e '.[llama,hf,bertscore,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

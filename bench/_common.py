@@ -75,10 +75,16 @@ def make_run_dir(experiment: str, signature: Any, *, root: Path | None = None) -
 def git_state() -> dict[str, Any]:
     """``{"commit": sha or None, "dirty": bool or None}`` of the repository (read-only git)."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, check=True,
-                                capture_output=True, text=True).stdout.strip()
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=REPO_ROOT, check=True,
-                                capture_output=True, text=True).stdout
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, check=True, capture_output=True, text=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain"],
+            cwd=REPO_ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
     return {"commit": commit, "dirty": bool(status.strip())}
@@ -149,8 +155,12 @@ def _clean(obj: Any) -> Any:
 
 def write_json(path: Path, obj: Any) -> Path:
     """Write ``obj`` as indented, key-sorted strict JSON (NaN -> null); returns ``path``."""
-    text = json.dumps(_clean(json.loads(json.dumps(obj, default=_default))), indent=1,
-                      sort_keys=True, allow_nan=False)
+    text = json.dumps(
+        _clean(json.loads(json.dumps(obj, default=_default))),
+        indent=1,
+        sort_keys=True,
+        allow_nan=False,
+    )
     path.write_text(text + "\n")
     return path
 

@@ -43,8 +43,14 @@ from bench._common import (
     write_jsonl,
 )
 
-__all__ = ["REFERENCE", "UNRELATED", "PUBLISHED_MEAN_ROBERTA_L17", "main", "sample_pairs",
-           "split_sentences"]
+__all__ = [
+    "PUBLISHED_MEAN_ROBERTA_L17",
+    "REFERENCE",
+    "UNRELATED",
+    "main",
+    "sample_pairs",
+    "split_sentences",
+]
 
 REFERENCE = "The cat sat on the mat."
 """The reference of step 1."""
@@ -75,8 +81,9 @@ def split_sentences(text: str, min_words: int) -> list[str]:
     return out
 
 
-def sample_pairs(rows: Sequence[dict[str, Any]], n_pairs: int, *, seed: int, min_words: int
-                 ) -> list[dict[str, Any]]:
+def sample_pairs(
+    rows: Sequence[dict[str, Any]], n_pairs: int, *, seed: int, min_words: int
+) -> list[dict[str, Any]]:
     """``n_pairs`` (response, reference) sentence pairs from two distinct articles.
 
     Deterministic for fixed ``rows``, ``n_pairs``, ``seed`` and ``min_words``.
@@ -98,34 +105,55 @@ def sample_pairs(rows: Sequence[dict[str, Any]], n_pairs: int, *, seed: int, min
         a, b = rng.choice(len(pools), size=2, replace=False)
         sa = pools[a][1][int(rng.integers(len(pools[a][1])))]
         sb = pools[b][1][int(rng.integers(len(pools[b][1])))]
-        pairs.append({"index": k, "response_doc": pools[a][0], "reference_doc": pools[b][0],
-                      "response": sa, "reference": sb})
+        pairs.append(
+            {
+                "index": k,
+                "response_doc": pools[a][0],
+                "reference_doc": pools[b][0],
+                "response": sa,
+                "reference": sb,
+            }
+        )
     return pairs
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="all-minilm-l6-v2",
-                    help="embedded name, model folder or cached HF id (default all-minilm-l6-v2)")
-    ap.add_argument("--layer", type=int, default=None,
-                    help="layer for step 1 (default: the model's default layer)")
+    ap.add_argument(
+        "--model",
+        default="all-minilm-l6-v2",
+        help="embedded name, model folder or cached HF id (default all-minilm-l6-v2)",
+    )
+    ap.add_argument(
+        "--layer",
+        type=int,
+        default=None,
+        help="layer for step 1 (default: the model's default layer)",
+    )
     ap.add_argument("--n-pairs", type=int, default=1000, help="random pairs (default 1000)")
-    ap.add_argument("--limit", type=int, default=None,
-                    help="cap on the number of random pairs (smoke runs)")
+    ap.add_argument(
+        "--limit", type=int, default=None, help="cap on the number of random pairs (smoke runs)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
     ap.add_argument("--min-words", type=int, default=4, help="shortest sentence kept (words)")
     ap.add_argument("--n-bootstrap", type=int, default=2000, help="bootstrap resamples")
     ap.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--data", type=Path,
-                    default=shared_data_dir() / "summeval" / "summeval_references.jsonl")
+    ap.add_argument(
+        "--data", type=Path, default=shared_data_dir() / "summeval" / "summeval_references.jsonl"
+    )
     ap.add_argument("--results", type=Path, default=None, help="results root (bench/results)")
     ap.add_argument("--no-plot", action="store_true", help="skip the PNG")
     return ap.parse_args(argv)
 
 
-def _plot(path: Path, layers: list[int], stats: dict[str, list[tuple[float, float, float]]],
-          six_mean: list[float], title: str) -> None:
+def _plot(
+    path: Path,
+    layers: list[int],
+    stats: dict[str, list[tuple[float, float, float]]],
+    six_mean: list[float],
+    title: str,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -138,8 +166,14 @@ def _plot(path: Path, layers: list[int], stats: dict[str, list[tuple[float, floa
         hi = np.array([s[2] for s in stats[key]])
         ax.plot(layers, m, marker="o", color=color, label=f"{key}: random pairs (mean, 95% CI)")
         ax.fill_between(layers, lo, hi, color=color, alpha=0.25)
-    ax.plot(layers, six_mean, marker="x", linestyle="--", color="black",
-            label="F: six unrelated sentences (mean)")
+    ax.plot(
+        layers,
+        six_mean,
+        marker="x",
+        linestyle="--",
+        color="black",
+        label="F: six unrelated sentences (mean)",
+    )
     ax.set_xlabel("layer (0 = embedding output)")
     ax.set_ylabel("BERTScore on unrelated text (raw)")
     ax.set_title(title, fontsize=9)
@@ -173,34 +207,46 @@ def main(argv: list[str] | None = None) -> int:
     six = scorer.score(list(UNRELATED), [REFERENCE] * len(UNRELATED), alignment=False)
     f_six = np.array([r.f1 for r in six])
     six_by_layer = scorer.raw_scores_by_layer(list(UNRELATED), [REFERENCE] * len(UNRELATED))
-    print(f"== 1. six unrelated sentences vs {REFERENCE!r}: model {scorer.model_name}, "
-          f"layer {layer}, raw F1")
+    print(
+        f"== 1. six unrelated sentences vs {REFERENCE!r}: model {scorer.model_name}, "
+        f"layer {layer}, raw F1"
+    )
     for s, f in zip(UNRELATED, f_six):
         print(f"  F1={f:.4f}  {s}")
-    print(f"  n={f_six.size} mean={f_six.mean():.4f} min={f_six.min():.4f} "
-          f"max={f_six.max():.4f}   (published roberta-large L17 mean: "
-          f"{PUBLISHED_MEAN_ROBERTA_L17})")
-    print("  mean F1 by layer: " + "  ".join(
-        f"L{k}={six_by_layer[k, :, 2].mean():.4f}" for k in layers))
+    print(
+        f"  n={f_six.size} mean={f_six.mean():.4f} min={f_six.min():.4f} "
+        f"max={f_six.max():.4f}   (published roberta-large L17 mean: "
+        f"{PUBLISHED_MEAN_ROBERTA_L17})"
+    )
+    print(
+        "  mean F1 by layer: "
+        + "  ".join(f"L{k}={six_by_layer[k, :, 2].mean():.4f}" for k in layers)
+    )
 
     # ---- 2. large-sample floor -----------------------------------------------------------
     data_bytes = args.data.read_bytes()
     rows = [json.loads(line) for line in data_bytes.decode("utf-8").splitlines() if line.strip()]
     n_pairs = min(args.n_pairs, args.limit) if args.limit else args.n_pairs
     pairs = sample_pairs(rows, n_pairs, seed=args.seed, min_words=args.min_words)
-    scores = scorer.raw_scores_by_layer([p["response"] for p in pairs],
-                                        [p["reference"] for p in pairs])  # (L+1, n, 3)
+    scores = scorer.raw_scores_by_layer(
+        [p["response"] for p in pairs], [p["reference"] for p in pairs]
+    )  # (L+1, n, 3)
     stats: dict[str, list[tuple[float, float, float]]] = {"P": [], "R": [], "F": []}
     for k in layers:
         for j, key in enumerate("PRF"):
-            stats[key].append(bootstrap_ci(scores[k, :, j], seed=args.seed + k,
-                                           n_resamples=args.n_bootstrap))
-    print(f"\n== 2. large-sample floor: {n_pairs} random sentence pairs from different "
-          f"SummEval articles (seed {args.seed}); mean [95% bootstrap CI]")
+            stats[key].append(
+                bootstrap_ci(scores[k, :, j], seed=args.seed + k, n_resamples=args.n_bootstrap)
+            )
+    print(
+        f"\n== 2. large-sample floor: {n_pairs} random sentence pairs from different "
+        f"SummEval articles (seed {args.seed}); mean [95% bootstrap CI]"
+    )
     print("  layer  P                         R                         F")
     for k in layers:
-        cells = "  ".join(f"{stats[key][k][0]:.4f} [{stats[key][k][1]:.4f}, "
-                          f"{stats[key][k][2]:.4f}]" for key in "PRF")
+        cells = "  ".join(
+            f"{stats[key][k][0]:.4f} [{stats[key][k][1]:.4f}, {stats[key][k][2]:.4f}]"
+            for key in "PRF"
+        )
         mark = "  <- default layer" if k == layer else ""
         print(f"  {k:>5}  {cells}{mark}")
 
@@ -210,29 +256,50 @@ def main(argv: list[str] | None = None) -> int:
         values={k: (stats["P"][k][0], stats["R"][k][0], stats["F"][k][0]) for k in layers},
         model=scorer.model_name,
         model_sha256=scorer.model_sha256,
-        meta={"method": "mean raw P/R/F of random sentence pairs from different articles",
-              "data": str(args.data.name), "data_sha256": data_sha, "n_pairs": n_pairs,
-              "seed": args.seed, "min_words": args.min_words},
+        meta={
+            "method": "mean raw P/R/F of random sentence pairs from different articles",
+            "data": str(args.data.name),
+            "data_sha256": data_sha,
+            "n_pairs": n_pairs,
+            "seed": args.seed,
+            "min_words": args.min_words,
+        },
     )
     config = run_config(
-        argv_list, experiment="floor", seed=args.seed,
+        argv_list,
+        experiment="floor",
+        seed=args.seed,
         signatures={"bertscore": sig.to_dict()},
         packages=("torch", "transformers", "tokenizers", "numpy", "matplotlib"),
         device=args.device,
-        extra={"data": str(args.data), "data_sha256": data_sha, "n_pairs": n_pairs,
-               "min_words": args.min_words, "n_bootstrap": args.n_bootstrap},
+        extra={
+            "data": str(args.data),
+            "data_sha256": data_sha,
+            "n_pairs": n_pairs,
+            "min_words": args.min_words,
+            "n_bootstrap": args.n_bootstrap,
+        },
     )
-    run_dir = make_run_dir("floor", {"signature": sig.to_dict(), "argv": argv_list},
-                           root=args.results)
+    run_dir = make_run_dir(
+        "floor", {"signature": sig.to_dict(), "argv": argv_list}, root=args.results
+    )
     json_path = baseline.write_json(run_dir / "baseline.json")
     tsv_path = baseline.write_tsv(run_dir / "baseline.tsv")
-    rescaled = BERTScorer(args.model, layer, baseline=json_path, batch_size=args.batch_size,
-                          device=args.device)
-    six_r = np.array([r.f1_rescaled for r in rescaled.score(
-        list(UNRELATED), [REFERENCE] * len(UNRELATED), alignment=False)], dtype=float)
+    rescaled = BERTScorer(
+        args.model, layer, baseline=json_path, batch_size=args.batch_size, device=args.device
+    )
+    six_r = np.array(
+        [
+            r.f1_rescaled
+            for r in rescaled.score(list(UNRELATED), [REFERENCE] * len(UNRELATED), alignment=False)
+        ],
+        dtype=float,
+    )
     print(f"\n== 3. baseline written: {json_path}\n                      {tsv_path}")
-    print(f"  check: six sentences rescaled with it at layer {layer}: mean F1 "
-          f"{six_r.mean():+.4f} (min {six_r.min():+.4f}, max {six_r.max():+.4f})")
+    print(
+        f"  check: six sentences rescaled with it at layer {layer}: mean F1 "
+        f"{six_r.mean():+.4f} (min {six_r.min():+.4f}, max {six_r.max():+.4f})"
+    )
 
     # ---- 4. signature --------------------------------------------------------------------
     print(f"\n== 4. signature\n  {sig.format()}")
@@ -240,33 +307,64 @@ def main(argv: list[str] | None = None) -> int:
     # ---- 5. plot + files -----------------------------------------------------------------
     if not args.no_plot:
         png = run_dir / "floor_by_layer.png"
-        _plot(png, layers, stats, [float(six_by_layer[k, :, 2].mean()) for k in layers],
-              f"BERTScore floor by layer: {scorer.model_name}, {n_pairs} random SummEval "
-              f"sentence pairs, seed {args.seed}")
+        _plot(
+            png,
+            layers,
+            stats,
+            [float(six_by_layer[k, :, 2].mean()) for k in layers],
+            f"BERTScore floor by layer: {scorer.model_name}, {n_pairs} random SummEval "
+            f"sentence pairs, seed {args.seed}",
+        )
         print(f"\n== 5. plot: {png}")
     items: list[dict[str, Any]] = []
     for i, s in enumerate(UNRELATED):
-        items.append({"kind": "six", "index": i, "response": s, "reference": REFERENCE,
-                      "result": six[i].to_dict(),
-                      "p_by_layer": six_by_layer[:, i, 0], "r_by_layer": six_by_layer[:, i, 1],
-                      "f1_by_layer": six_by_layer[:, i, 2]})
+        items.append(
+            {
+                "kind": "six",
+                "index": i,
+                "response": s,
+                "reference": REFERENCE,
+                "result": six[i].to_dict(),
+                "p_by_layer": six_by_layer[:, i, 0],
+                "r_by_layer": six_by_layer[:, i, 1],
+                "f1_by_layer": six_by_layer[:, i, 2],
+            }
+        )
     for p in pairs:
         i = p["index"]
-        items.append({"kind": "random", **p, "p_by_layer": scores[:, i, 0],
-                      "r_by_layer": scores[:, i, 1], "f1_by_layer": scores[:, i, 2]})
+        items.append(
+            {
+                "kind": "random",
+                **p,
+                "p_by_layer": scores[:, i, 0],
+                "r_by_layer": scores[:, i, 1],
+                "f1_by_layer": scores[:, i, 2],
+            }
+        )
     summary = {
         "signature": sig.to_dict(),
         "signature_line": sig.format(),
         "layer": layer,
-        "six": {"n": int(f_six.size), "mean": float(f_six.mean()), "min": float(f_six.min()),
-                "max": float(f_six.max()), "f1": f_six,
-                "mean_f1_by_layer": [float(six_by_layer[k, :, 2].mean()) for k in layers],
-                "rescaled_mean_f1": float(six_r.mean()),
-                "published_roberta_large_l17_mean": PUBLISHED_MEAN_ROBERTA_L17},
-        "random_pairs": {"n": n_pairs, "by_layer": {
-            str(k): {key: {"mean": stats[key][k][0], "ci95": [stats[key][k][1],
-                                                             stats[key][k][2]]}
-                     for key in "PRF"} for k in layers}},
+        "six": {
+            "n": int(f_six.size),
+            "mean": float(f_six.mean()),
+            "min": float(f_six.min()),
+            "max": float(f_six.max()),
+            "f1": f_six,
+            "mean_f1_by_layer": [float(six_by_layer[k, :, 2].mean()) for k in layers],
+            "rescaled_mean_f1": float(six_r.mean()),
+            "published_roberta_large_l17_mean": PUBLISHED_MEAN_ROBERTA_L17,
+        },
+        "random_pairs": {
+            "n": n_pairs,
+            "by_layer": {
+                str(k): {
+                    key: {"mean": stats[key][k][0], "ci95": [stats[key][k][1], stats[key][k][2]]}
+                    for key in "PRF"
+                }
+                for k in layers
+            },
+        },
         "baseline": {"json": json_path.name, "tsv": tsv_path.name},
     }
     write_json(run_dir / "config.json", config)

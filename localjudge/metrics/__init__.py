@@ -22,12 +22,12 @@ from localjudge.metrics.bertscore import (
 from localjudge.metrics.lexical import LexicalScorer, LexicalScores, lexical_scores
 
 __all__ = [
+    "DEFAULT_LAYERS",
+    "DEFAULT_MODEL",
     "BERTScoreBaseline",
     "BERTScoreResult",
     "BERTScorer",
     "BaselineError",
-    "DEFAULT_LAYERS",
-    "DEFAULT_MODEL",
     "EmptyTextError",
     "LexicalScorer",
     "LexicalScores",

@@ -25,11 +25,16 @@ Special tokens (``[CLS]``/``[SEP]``, ``<s>``/``</s>``) get weight 0, so they con
 term to P or R. As in ``bert_score`` they stay in the embedding matrices, so a content token's
 best match *can* be a special token (the alignment listing then shows it); this keeps the
 scores identical to ``bert_score`` (mirrors ``bert_score/utils.py`` ``greedy_cos_idf`` and
-``bert_cos_score_idf`` at ``Tiiiger/bert_score`` v0.3.13, commit
-``19e7f551ff6ac9b2e6f5a7cf0e4ddbb8e9da9d5b``).
+``bert_cos_score_idf`` of ``Tiiiger/bert_score`` release 0.3.13 as published on PyPI as
+``bert-score==0.3.13``; the git commit of that release was not checked).
 
 Unlike ``bert_score``, nothing is truncated silently and empty texts are refused: a text longer
-than the encoder's limit raises ``TextTooLongError``, an empty one ``EmptyTextError``.
+than the encoder's limit raises ``TextTooLongError``, an empty one ``EmptyTextError``. One
+deliberate difference: ``bert_score`` multiplies padded similarities by 0 before the max, so
+when a token's best cosine is negative (near-orthogonal embeddings, e.g. MiniLM layer 6 on
+unrelated text) and its pair shares a batch with a longer text, it gets 0 instead: its score
+depends on the batch. Here the max is over real tokens only (the paper's formula), which
+equals ``bert_score`` run with ``batch_size=1``.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from localjudge.errors import ConfigError, ModelFileError
-from localjudge.models import file_sha256, load_manifest, model_path
+from localjudge.models import file_sha256, list_manifests, load_manifest, model_path
 from localjudge.signature import Signature, sha256_json
 from localjudge.version import package_versions
 
@@ -57,12 +62,12 @@ if TYPE_CHECKING:  # pragma: no cover
     import torch
 
 __all__ = [
+    "DEFAULT_LAYERS",
+    "DEFAULT_MODEL",
     "BERTScoreBaseline",
     "BERTScoreResult",
     "BERTScorer",
     "BaselineError",
-    "DEFAULT_LAYERS",
-    "DEFAULT_MODEL",
     "EmptyTextError",
     "TextTooLongError",
     "TokenAlignment",
@@ -82,9 +87,12 @@ DEFAULT_LAYERS: dict[str, int] = {
     "distilbert-base-uncased": 5,
     "microsoft/deberta-large-mnli": 18,
     "microsoft/deberta-xlarge-mnli": 40,
-    # Embedded encoder: the last layer, the one sentence-transformers trained for semantic
-    # similarity. Not tuned on human judgments; bench.floor and bench.ranking report every
-    # layer (see bench/results/floor/*/summary.json and bench/results/ranking/*/summary.json).
+    # Embedded encoder: the last layer (the one sentence-transformers trained for similarity).
+    # Chosen by bench.floor (run 20261129T191830Z-ea850d06, 1000 SummEval pairs, seed 0): it
+    # has by far the lowest floor, F = 0.159 [0.155, 0.163] vs 0.31-0.49 at layers 0-5, so the
+    # widest raw range. bench.ranking (run 20261129T192244Z-3c164e0c) found no layer that
+    # orders A > C > B on any item, so ranking does not favour another layer. Not tuned on
+    # human judgments.
     "all-minilm-l6-v2": 6,
 }
 """Layer used when ``layer=None``: model name -> hidden-state index (0 = embedding output)."""
@@ -221,8 +229,9 @@ class BERTScoreBaseline:
             "format": "localjudge-bertscore-baseline-v1",
             "model": self.model,
             "model_sha256": self.model_sha256,
-            "layers": {str(k): {"P": v[0], "R": v[1], "F": v[2]}
-                       for k, v in sorted(self.values.items())},
+            "layers": {
+                str(k): {"P": v[0], "R": v[1], "F": v[2]} for k, v in sorted(self.values.items())
+            },
             "source": self.source,
             "sha256": self.sha256,
             "meta": dict(self.meta),
@@ -237,19 +246,22 @@ class BERTScoreBaseline:
         """
         try:
             layers = d["layers"]
-            values = {int(k): (float(v["P"]), float(v["R"]), float(v["F"]))
-                      for k, v in layers.items()}
+            values = {
+                int(k): (float(v["P"]), float(v["R"]), float(v["F"])) for k, v in layers.items()
+            }
         except (KeyError, TypeError, ValueError, AttributeError) as err:
-            raise BaselineError(f"malformed baseline dict ({err!r}); expected "
-                                "{'layers': {'<k>': {'P', 'R', 'F'}}, ...}") from err
+            raise BaselineError(
+                f"malformed baseline dict ({err!r}); expected "
+                "{'layers': {'<k>': {'P', 'R', 'F'}}, ...}"
+            ) from err
         _check_values(values, str(d.get("source", "")))
         return cls(
             values=values,
             model=str(d.get("model", "")),
             model_sha256=str(d.get("model_sha256", "")),
             source=str(d.get("source", "")),
-            sha256=str(d.get("sha256", "")) or sha256_json(
-                {str(k): list(v) for k, v in sorted(values.items())}),
+            sha256=str(d.get("sha256", ""))
+            or sha256_json({str(k): list(v) for k, v in sorted(values.items())}),
             meta=dict(d.get("meta", {})),
         )
 
@@ -316,9 +328,14 @@ def load_baseline(path: str | os.PathLike[str]) -> BERTScoreBaseline:
         except ValueError as err:
             raise BaselineError(f"baseline {p} is not valid JSON: {err}") from err
         base = BERTScoreBaseline.from_dict(d)
-        return BERTScoreBaseline(values=base.values, model=base.model,
-                                 model_sha256=base.model_sha256, source=str(p), sha256=digest,
-                                 meta=base.meta)
+        return BERTScoreBaseline(
+            values=base.values,
+            model=base.model,
+            model_sha256=base.model_sha256,
+            source=str(p),
+            sha256=digest,
+            meta=base.meta,
+        )
     rows = list(csv.reader(line for line in text.splitlines() if line.strip()))
     if not rows or [c.strip() for c in rows[0]] != ["LAYER", "P", "R", "F"]:
         raise BaselineError(f"baseline {p}: header must be 'LAYER,P,R,F', got {rows[:1]}")
@@ -369,8 +386,12 @@ class TokenAlignment:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict; inverse of ``from_dict``."""
-        return {"token": self.token, "matched_token": self.matched_token, "cos": self.cos,
-                "weight": self.weight}
+        return {
+            "token": self.token,
+            "matched_token": self.matched_token,
+            "cos": self.cos,
+            "weight": self.weight,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TokenAlignment:
@@ -463,7 +484,8 @@ class BERTScoreResult:
             n_reference_tokens=int(d["n_reference_tokens"]),
             alignment=tuple(TokenAlignment.from_dict(a) for a in d.get("alignment", [])),
             reference_alignment=tuple(
-                TokenAlignment.from_dict(a) for a in d.get("reference_alignment", [])),
+                TokenAlignment.from_dict(a) for a in d.get("reference_alignment", [])
+            ),
             signature=Signature.from_dict(d["signature"]),
         )
 
@@ -480,25 +502,35 @@ class _Encoded:
 
 
 def _resolve_model(model: str | os.PathLike[str]) -> tuple[str, str, str]:
-    """(load location, display name, weights sha256) for a manifest name, folder or HF id."""
+    """(load location, display name, weights sha256) for a manifest name, folder or HF id.
+
+    A folder whose weights match an embedded encoder's manifest sha256 is named after it.
+    """
     s = str(model)
-    try:
-        load_manifest(s)
-        is_manifest = True
-    except ConfigError:
-        is_manifest = False
-    if is_manifest:
+    manifest = None
+    if os.sep not in s and not Path(s).exists():
+        try:
+            manifest = load_manifest(s)
+        except ConfigError:
+            manifest = None
+    if manifest is not None:
+        if manifest.format != "hf_dir":
+            raise ConfigError(
+                f"model {s!r} is a {manifest.format} judge model, not a transformers encoder; "
+                f"BERTScore needs an encoder such as {DEFAULT_MODEL!r}"
+            )
         folder = model_path(s)  # verifies the pinned sha256; ModelFileError if not fetched
-        m = load_manifest(s)
-        return str(folder), m.name, m.sha256
+        return str(folder), manifest.name, manifest.sha256
     p = Path(s).expanduser()
     if p.is_dir():
-        return str(p), p.name, _weights_sha256(p)
+        digest = _weights_sha256(p)
+        known = [m.name for m in list_manifests() if m.format == "hf_dir" and m.sha256 == digest]
+        return str(p), (known[0] if known else p.name), digest
     try:
         from huggingface_hub import snapshot_download
 
         folder = Path(snapshot_download(s, local_files_only=True))
-    except Exception as err:  # noqa: BLE001 - any failure means "not available offline"
+    except Exception as err:
         raise ModelFileError(
             f"encoder {s!r} is neither an embedded model ({DEFAULT_MODEL!r}, see models/), a "
             f"folder, nor a Hugging Face model in the local cache ({type(err).__name__}: {err}); "
@@ -511,8 +543,9 @@ def _resolve_model(model: str | os.PathLike[str]) -> tuple[str, str, str]:
 def _weights_sha256(folder: Path) -> str:
     files = sorted(folder.glob("*.safetensors")) or sorted(folder.glob("pytorch_model*.bin"))
     if not files:
-        raise ModelFileError(f"no *.safetensors or pytorch_model*.bin weights in {folder}",
-                             path=str(folder))
+        raise ModelFileError(
+            f"no *.safetensors or pytorch_model*.bin weights in {folder}", path=str(folder)
+        )
     if len(files) == 1:
         return file_sha256(files[0])
     return sha256_json({f.name: file_sha256(f) for f in files})
@@ -588,17 +621,22 @@ class BERTScorer:
         self._torch = torch
         self._tokenizer = AutoTokenizer.from_pretrained(location, local_files_only=True)
         try:
-            self._model = AutoModel.from_pretrained(location, local_files_only=True,
-                                                    dtype=torch.float32)
+            self._model = AutoModel.from_pretrained(
+                location, local_files_only=True, dtype=torch.float32
+            )
         except (OSError, ValueError) as err:
-            raise ModelFileError(f"transformers could not load encoder {name!r} from "
-                                 f"{location}: {err}", path=location) from err
+            raise ModelFileError(
+                f"transformers could not load encoder {name!r} from {location}: {err}",
+                path=location,
+            ) from err
         self._model.eval()
         self._model.to(device)
         n_layers = int(getattr(self._model.config, "num_hidden_layers", -1))
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= n_layers:
-            raise ConfigError(f"layer must be an int in [0, {n_layers}] for {name!r} "
-                              f"(0 = embedding output), got {layer!r}")
+            raise ConfigError(
+                f"layer must be an int in [0, {n_layers}] for {name!r} "
+                f"(0 = embedding output), got {layer!r}"
+            )
         self._name = name
         self._location = location
         self._weights_sha256 = weights_sha256
@@ -614,8 +652,8 @@ class BERTScorer:
         cls_names = {c.__name__ for c in type(self._tokenizer).__mro__}
         self._prefix_kw: dict[str, Any] = (
             {"add_prefix_space": True}
-            if cls_names & {"GPT2Tokenizer", "RobertaTokenizer", "GPT2TokenizerFast",
-                            "RobertaTokenizerFast"}
+            if cls_names
+            & {"GPT2Tokenizer", "RobertaTokenizer", "GPT2TokenizerFast", "RobertaTokenizerFast"}
             else {}
         )
         self._special_ids = {
@@ -626,8 +664,11 @@ class BERTScorer:
         if idf_references is not None:
             refs = self._check_texts(idf_references, "idf_references")
             self._fixed_idf = self._idf_weights(refs, "idf_references")
-            self._fixed_idf_info = {"source": "fixed", "n_documents": len(refs),
-                                    "sha256": sha256_json(list(refs))}
+            self._fixed_idf_info = {
+                "source": "fixed",
+                "n_documents": len(refs),
+                "sha256": sha256_json(list(refs)),
+            }
         if baseline is None:
             self._baseline: BERTScoreBaseline | None = None
         else:
@@ -702,8 +743,14 @@ class BERTScorer:
 
     def _encode_text(self, text: str, argument: str, index: int) -> _Encoded:
         # bert_score strips the text and adds the model's special tokens (utils.py sent_encode).
-        enc = self._tokenizer(text.strip(), add_special_tokens=True, truncation=False,
-                              return_special_tokens_mask=True, verbose=False, **self._prefix_kw)
+        enc = self._tokenizer(
+            text.strip(),
+            add_special_tokens=True,
+            truncation=False,
+            return_special_tokens_mask=True,
+            verbose=False,
+            **self._prefix_kw,
+        )
         ids = tuple(int(i) for i in enc["input_ids"])
         if len(ids) > self._max_tokens:
             raise TextTooLongError(argument, index, len(ids), self._max_tokens)
@@ -726,33 +773,41 @@ class BERTScorer:
         return {t: math.log((m + 1) / (c + 1)) for t, c in counts.items()}
 
     def _weights(self, e: _Encoded, idf: dict[int, float] | None, unseen: float) -> np.ndarray:
-        w = np.array([0.0 if s else (1.0 if idf is None else idf.get(t, unseen))
-                      for t, s in zip(e.ids, e.special)], dtype=np.float64)
+        w = np.array(
+            [
+                0.0 if s else (1.0 if idf is None else idf.get(t, unseen))
+                for t, s in zip(e.ids, e.special)
+            ],
+            dtype=np.float64,
+        )
         return w
 
     # ---- encoding -----------------------------------------------------------------------
-    def _embed(self, encoded: Sequence[_Encoded], layers: Sequence[int]
-               ) -> list[dict[int, torch.Tensor]]:
+    def _embed(
+        self, encoded: Sequence[_Encoded], layers: Sequence[int]
+    ) -> list[dict[int, torch.Tensor]]:
         """L2-normalised float32 embeddings per text and layer, shape ``(n_tokens, d)``."""
-        torch = self._torch
+        th = self._torch
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i].ids))
         out: list[dict[int, torch.Tensor]] = [{} for _ in encoded]
         pad = self._tokenizer.pad_token_id
         pad = 0 if pad is None else int(pad)
         want_all = len(layers) > 1 or layers[0] != self._n_layers
-        with torch.inference_mode():
+        with th.inference_mode():
             for start in range(0, len(order), self._batch_size):
-                idx = order[start:start + self._batch_size]
+                idx = order[start : start + self._batch_size]
                 n_max = max(len(encoded[i].ids) for i in idx)
-                ids = torch.full((len(idx), n_max), pad, dtype=torch.long)
-                att = torch.zeros((len(idx), n_max), dtype=torch.long)
+                ids = th.full((len(idx), n_max), pad, dtype=th.long)
+                att = th.zeros((len(idx), n_max), dtype=th.long)
                 for row, i in enumerate(idx):
                     n = len(encoded[i].ids)
-                    ids[row, :n] = torch.tensor(encoded[i].ids, dtype=torch.long)
+                    ids[row, :n] = th.tensor(encoded[i].ids, dtype=th.long)
                     att[row, :n] = 1
-                res = self._model(input_ids=ids.to(self._device),
-                                  attention_mask=att.to(self._device),
-                                  output_hidden_states=want_all)
+                res = self._model(
+                    input_ids=ids.to(self._device),
+                    attention_mask=att.to(self._device),
+                    output_hidden_states=want_all,
+                )
                 hidden = res.hidden_states if want_all else (res.last_hidden_state,)
                 for layer in layers:
                     h = hidden[layer] if want_all else hidden[0]
@@ -760,18 +815,19 @@ class BERTScorer:
                     for row, i in enumerate(idx):
                         n = len(encoded[i].ids)
                         v = h[row, :n]
-                        out[i][layer] = v / torch.norm(v, dim=-1, keepdim=True)
+                        out[i][layer] = v / th.norm(v, dim=-1, keepdim=True)
         return out
 
     # ---- scoring ------------------------------------------------------------------------
-    def _prepare(self, responses: Sequence[str], references: Sequence[str]
-                 ) -> tuple[list[_Encoded], list[_Encoded], dict[int, float] | None, float,
-                            dict[str, Any]]:
+    def _prepare(
+        self, responses: Sequence[str], references: Sequence[str]
+    ) -> tuple[list[_Encoded], list[_Encoded], dict[int, float] | None, float, dict[str, Any]]:
         resp = self._check_texts(responses, "responses")
         refs = self._check_texts(references, "references")
         if len(resp) != len(refs):
-            raise ConfigError(f"responses and references differ in length: {len(resp)} vs "
-                              f"{len(refs)}")
+            raise ConfigError(
+                f"responses and references differ in length: {len(resp)} vs {len(refs)}"
+            )
         enc_resp = self._encode_all(resp, "responses")
         enc_refs = self._encode_all(refs, "references")
         idf: dict[int, float] | None = None
@@ -784,12 +840,22 @@ class BERTScorer:
             else:
                 idf = self._idf_weights(refs, "references")
                 unseen = math.log(len(refs) + 1)
-                info = {"source": "references", "n_documents": len(refs),
-                        "sha256": sha256_json(refs)}
+                info = {
+                    "source": "references",
+                    "n_documents": len(refs),
+                    "sha256": sha256_json(refs),
+                }
         return enc_resp, enc_refs, idf, unseen, info
 
-    def _pair_scores(self, x: torch.Tensor, y: torch.Tensor, wx: np.ndarray, wy: np.ndarray,
-                     which: str, index: int) -> tuple[float, float, float, Any, Any]:
+    def _pair_scores(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        wx: np.ndarray,
+        wy: np.ndarray,
+        which: str,
+        index: int,
+    ) -> tuple[float, float, float, Any, Any]:
         sim = (x @ y.T).double().numpy()  # (n_resp_tokens, n_ref_tokens), cosines
         best_x = sim.max(axis=1)
         best_y = sim.max(axis=0)
@@ -807,7 +873,7 @@ class BERTScorer:
         return p, r, f, sim, (wx / sx, wy / sy)
 
     def _tokens(self, e: _Encoded) -> list[str]:
-        return [self._tokenizer.decode([t]).strip() for t in e.ids]
+        return [str(self._tokenizer.decode([t])).strip() for t in e.ids]
 
     def score(
         self,
@@ -853,24 +919,36 @@ class BERTScorer:
             if alignment:
                 tx, ty = self._tokens(er), self._tokens(ef)
                 jx, jy = sim.argmax(axis=1), sim.argmax(axis=0)
-                al = tuple(TokenAlignment(tx[k], ty[int(jx[k])], float(sim[k, jx[k]]),
-                                          float(nx[k]))
-                           for k in range(len(tx)) if not er.special[k])
-                ral = tuple(TokenAlignment(ty[k], tx[int(jy[k])], float(sim[jy[k], k]),
-                                           float(ny[k]))
-                            for k in range(len(ty)) if not ef.special[k])
-            out.append(BERTScoreResult(
-                precision=p, recall=r, f1=f,
-                precision_rescaled=None if base is None else rescale(p, base[0]),
-                recall_rescaled=None if base is None else rescale(r, base[1]),
-                f1_rescaled=None if base is None else rescale(f, base[2]),
-                n_response_tokens=len(er.ids), n_reference_tokens=len(ef.ids),
-                alignment=al, reference_alignment=ral, signature=sig,
-            ))
+                al = tuple(
+                    TokenAlignment(tx[k], ty[int(jx[k])], float(sim[k, jx[k]]), float(nx[k]))
+                    for k in range(len(tx))
+                    if not er.special[k]
+                )
+                ral = tuple(
+                    TokenAlignment(ty[k], tx[int(jy[k])], float(sim[jy[k], k]), float(ny[k]))
+                    for k in range(len(ty))
+                    if not ef.special[k]
+                )
+            out.append(
+                BERTScoreResult(
+                    precision=p,
+                    recall=r,
+                    f1=f,
+                    precision_rescaled=None if base is None else rescale(p, base[0]),
+                    recall_rescaled=None if base is None else rescale(r, base[1]),
+                    f1_rescaled=None if base is None else rescale(f, base[2]),
+                    n_response_tokens=len(er.ids),
+                    n_reference_tokens=len(ef.ids),
+                    alignment=al,
+                    reference_alignment=ral,
+                    signature=sig,
+                )
+            )
         return out
 
-    def raw_scores_by_layer(self, responses: Sequence[str], references: Sequence[str]
-                            ) -> np.ndarray:
+    def raw_scores_by_layer(
+        self, responses: Sequence[str], references: Sequence[str]
+    ) -> np.ndarray:
         """Raw P, R, F at every layer in one encoder pass (for baselines and layer studies).
 
         Same formula, weights and errors as ``score``; no rescaling, no alignment.
@@ -925,8 +1003,13 @@ class BERTScorer:
             "baseline": None if b is None else (b.source or "(in memory)"),
         }
         if self._idf:
-            params["idf_corpus"] = dict(idf_info) if idf_info is not None else (
-                dict(self._fixed_idf_info) if self._fixed_idf_info else {"source": "references"})
+            params["idf_corpus"] = (
+                dict(idf_info)
+                if idf_info is not None
+                else (
+                    dict(self._fixed_idf_info) if self._fixed_idf_info else {"source": "references"}
+                )
+            )
         if b is not None:
             params["baseline_sha256"] = b.sha256
             params["baseline_row"] = list(b.for_layer(self._layer))
@@ -970,4 +1053,5 @@ def bertscore(
         N ``BERTScoreResult``, in input order.
     """
     return BERTScorer(model, layer, idf=idf, baseline=baseline).score(
-        responses, references, alignment=alignment)
+        responses, references, alignment=alignment
+    )

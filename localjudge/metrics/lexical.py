@@ -43,7 +43,7 @@ from localjudge.errors import ConfigError
 from localjudge.signature import Signature
 from localjudge.version import package_versions
 
-__all__ = ["LexicalScorer", "LexicalScores", "lexical_scores", "ROUGE_SETTINGS", "SMOOTH_METHOD"]
+__all__ = ["ROUGE_SETTINGS", "SMOOTH_METHOD", "LexicalScorer", "LexicalScores", "lexical_scores"]
 
 SMOOTH_METHOD = "exp"
 """sacrebleu smoothing of the smoothed BLEU-4: Chen & Cherry 2014 method 3 (NIST/mteval-v13a)."""
@@ -122,8 +122,8 @@ class LexicalScorer:
 
     def __init__(self) -> None:
         try:
-            from rouge_score import rouge_scorer
-            from sacrebleu.metrics import BLEU
+            from rouge_score import rouge_scorer  # type: ignore[import-untyped]
+            from sacrebleu.metrics.bleu import BLEU
         except ImportError as err:
             raise ConfigError(
                 "lexical metrics need sacrebleu and rouge-score: pip install "
@@ -134,10 +134,15 @@ class LexicalScorer:
         self._bleu2 = BLEU(max_ngram_order=2, smooth_method="none", **common)
         self._bleu4s = BLEU(max_ngram_order=4, smooth_method=SMOOTH_METHOD, **common)
         self._rouge = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=False)
+        for b in (self._bleu4, self._bleu2, self._bleu4s):
+            # sacrebleu fills nrefs into its signature only after one evaluation.
+            b.sentence_score("a", ["a"])
         self._signature = Signature(
             backend="lexical",
-            backend_version=(f"sacrebleu-{metadata.version('sacrebleu')}"
-                             f"+rouge-score-{metadata.version('rouge-score')}"),
+            backend_version=(
+                f"sacrebleu-{metadata.version('sacrebleu')}"
+                f"+rouge-score-{metadata.version('rouge-score')}"
+            ),
             model="none",
             model_sha256="",
             template_sha256="none",
