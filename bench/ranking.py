@@ -9,11 +9,10 @@ above a negation?
    G-Eval when llama-cpp-python and the default judge are available; each metric's implied
    ranking and whether it matches A > C > B.
 
-   The G-Eval column calls ``load_backend("llama_cpp", "qwen2.5-coder-0.5b-instruct")``'s
-   ``score_distribution`` directly with the short G-Eval-style prompt ``GEVAL_PROMPT``
-   (criteria + evaluation steps + form, Liu et al. 2023, arXiv 2303.16634, section 2) and
-   reports the probability-weighted score sum_s s * p(s) over labels 1-5. It is not the
-   localjudge G-Eval metric (a separate issue).
+   The G-Eval column is the localjudge ``GEval`` metric on
+   ``load_backend("llama_cpp", "qwen2.5-coder-0.5b-instruct")`` with ``GEVAL_CRITERIA`` and the
+   fixed ``GEVAL_STEPS`` (Liu et al. 2023, arXiv 2303.16634, section 2); it reports the
+   probability-weighted score sum_s s * p(s) over labels 1-5.
 
 2. Scaled (does the negation error wash out with more samples?). From SummEval
    (``../shared/data/summeval/summeval_references.jsonl``, 11 human references per article),
@@ -62,8 +61,8 @@ from bench._common import (
 __all__ = [
     "AUXILIARIES",
     "CANDIDATES",
-    "GEVAL_PREFILL",
-    "GEVAL_PROMPT",
+    "GEVAL_CRITERIA",
+    "GEVAL_STEPS",
     "HUMAN_ORDER",
     "REFERENCE",
     "implied_ranking",
@@ -108,34 +107,20 @@ AUXILIARIES = (
 )
 """Tokens after which ``negate`` inserts "not"."""
 
-GEVAL_PROMPT = """You will be given a reference sentence and a candidate sentence written to \
-convey the same information.
+GEVAL_CRITERIA = (
+    "Correctness - the actual output states the same facts as the expected output (the "
+    "reference). A paraphrase with the same meaning is fully correct; a candidate that "
+    "contradicts the reference, for example by negating it, is wrong; a candidate that leaves "
+    "facts out is partly correct."
+)
+"""G-Eval criteria for the ranking experiment (Liu et al. 2023, section 2)."""
 
-Your task is to rate the candidate on one metric.
-
-Evaluation Criteria:
-
-Correctness (1-5) - does the candidate state the same facts as the reference? A paraphrase \
-that keeps the meaning is fully correct (5). A candidate that leaves information out is partly \
-correct. A candidate that contradicts the reference, for example by negating it, is wrong (1).
-
-Evaluation Steps:
-
-1. Read the reference and note the facts it states.
-2. Read the candidate and check each fact: stated, missing, or contradicted.
-3. Assign a Correctness score from 1 to 5.
-
-Reference: {reference}
-
-Candidate: {response}
-
-Evaluation Form (scores ONLY):
-
-- Correctness:"""
-"""Short G-Eval-style prompt (criteria, steps, form; Liu et al. 2023 section 2)."""
-
-GEVAL_PREFILL = "Correctness: "
-"""Assistant prefill before the score token (label mass ~0.99 with the default judge)."""
+GEVAL_STEPS = [
+    "Read the expected output and note the facts it states.",
+    "Read the actual output and check each fact: stated, missing, or contradicted.",
+    "Assign a Correctness score from 1 to 5.",
+]
+"""Fixed evaluation steps (given, so the column does not depend on generated steps)."""
 
 GEVAL_MODEL = "qwen2.5-coder-0.5b-instruct"
 """Judge model of the G-Eval column."""
@@ -256,32 +241,52 @@ def _geval_scorer() -> tuple[Callable[[str, str], dict[str, Any]] | None, str, A
         )
     from localjudge.backends import load_backend
     from localjudge.errors import LocalJudgeError
+    from localjudge.judges.geval import GEval, LLMTestCase, LLMTestCaseParams
 
     try:
         backend = load_backend("llama_cpp", GEVAL_MODEL)
     except LocalJudgeError as err:
         return None, f"G-Eval column skipped: {err}", None
+    metric = GEval(
+        "Correctness",
+        criteria=GEVAL_CRITERIA,
+        evaluation_steps=GEVAL_STEPS,
+        evaluation_params=[LLMTestCaseParams.EXPECTED_OUTPUT, LLMTestCaseParams.ACTUAL_OUTPUT],
+        model=backend,
+        min_mass=0.0,
+    )
 
     def score(response: str, reference: str) -> dict[str, Any]:
-        d = backend.score_distribution(
-            GEVAL_PROMPT.format(reference=reference, response=response),
-            labels=range(1, 6),
-            prefill=GEVAL_PREFILL,
-            min_mass=0,
-        )
+        metric.measure(LLMTestCase(actual_output=response, expected_output=reference))
+        r = metric.result
+        if r is None or r.error is not None or r.distribution is None:
+            raise LocalJudgeError(f"G-Eval failed: {None if r is None else r.message}")
         return {
-            "score": float(d.expected),
-            "mass": float(d.mass),
-            "probs": [float(p) for p in d.probs],
-            "signature": d.signature,
+            "score": float(r.raw_score),
+            "mass": float(r.distribution.mass),
+            "probs": [float(p) for p in r.distribution.probs],
+            "signature": r.signature,
         }
 
-    sig = backend.signature(range(1, 6), params={"prefill": GEVAL_PREFILL, "min_mass": 0.0})
     note = (
-        f"G-Eval column: {GEVAL_MODEL} via llama_cpp score_distribution, expected score over "
-        "labels 1-5 (direct backend call; not the localjudge G-Eval metric)"
+        f"G-Eval column: localjudge GEval metric on {GEVAL_MODEL} (llama_cpp), "
+        "probability-weighted score over labels 1-5, prefill 'Correctness (1-5):'"
     )
-    return score, note, sig
+    return score, note, _SigDict(metric.signature())
+
+
+class _SigDict(dict):  # type: ignore[type-arg]
+    """A GEval signature (a dict) with the ``to_dict`` the run config expects."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self)
+
+    def format(self) -> str:
+        from localjudge.signature import Signature
+
+        backend = Signature.from_dict(self["backend"]).format(short=True)
+        return (f"judge:geval-{self['name']}|prompt:{self['prompt_template']}|"
+                f"steps:{self['steps_sha256'][:8]}|{backend}")
 
 
 def _fmt(x: float | None) -> str:
@@ -599,8 +604,8 @@ def main(argv: list[str] | None = None) -> int:
             "limit": args.limit,
             "geval": {
                 "on": geval is not None,
-                "prompt": GEVAL_PROMPT,
-                "prefill": GEVAL_PREFILL,
+                "criteria": GEVAL_CRITERIA,
+                "evaluation_steps": GEVAL_STEPS,
                 "model": GEVAL_MODEL,
             },
         },
