@@ -36,3 +36,60 @@ def smollm_llama():
     from localjudge.backends.llama_cpp import LlamaCppBackend
 
     return LlamaCppBackend("smollm2-135m-instruct", n_ctx=2048)
+
+
+# ---- HFBackend and cross-backend fixtures (hf_ / cross_ prefixes) ---------------------------
+def _hf_available() -> None:
+    for mod in ("torch", "transformers", "gguf"):
+        pytest.importorskip(mod)
+
+
+@pytest.fixture(scope="session")
+def hf_load_s() -> dict[str, float]:
+    """Load times in seconds of the session's HF backends, by model name (for reports)."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def hf_smollm(hf_load_s):
+    """SmolLM2-135M-Instruct (the GGUF) through HFBackend, loaded once per session."""
+    import time
+
+    _hf_available()
+    require_model("smollm2-135m-instruct")
+    from localjudge.backends.hf import HFBackend
+
+    t0 = time.perf_counter()
+    b = HFBackend("smollm2-135m-instruct", n_ctx=2048)
+    hf_load_s["smollm2-135m-instruct"] = time.perf_counter() - t0
+    return b
+
+
+@pytest.fixture(scope="session")
+def cross_backends(request, hf_load_s):
+    """``get(name) -> (LlamaCppBackend, HFBackend)`` on the same GGUF, each loaded once per
+    session (SmolLM2 reuses ``smollm_llama`` / ``hf_smollm``)."""
+    import time
+
+    pairs: dict[str, tuple] = {}
+
+    def get(name: str):
+        if name not in pairs:
+            pytest.importorskip("llama_cpp")
+            _hf_available()
+            require_model(name)
+            if name == "smollm2-135m-instruct":
+                pairs[name] = (request.getfixturevalue("smollm_llama"),
+                               request.getfixturevalue("hf_smollm"))
+            else:
+                from localjudge.backends.hf import HFBackend
+                from localjudge.backends.llama_cpp import LlamaCppBackend
+
+                llama = LlamaCppBackend(name, n_ctx=2048)
+                t0 = time.perf_counter()
+                hf = HFBackend(name, n_ctx=2048)
+                hf_load_s[name] = time.perf_counter() - t0
+                pairs[name] = (llama, hf)
+        return pairs[name]
+
+    return get
