@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from localjudge import stats
 from localjudge.signature import sha256_json
 from localjudge.version import package_versions
 
@@ -181,11 +182,10 @@ def bootstrap_ci(
     n_resamples: int = 2000,
     level: float = 0.95,
 ) -> tuple[float, float, float]:
-    """Mean and percentile-bootstrap confidence interval of the mean.
+    """Mean and percentile-bootstrap confidence interval of the mean, as a tuple.
 
-    Efron & Tibshirani 1993, "An Introduction to the Bootstrap", ch. 13 (percentile interval).
-    Deterministic for fixed ``values`` and ``seed`` (local ``np.random.default_rng``).
-    Belongs in ``localjudge.stats`` once that module exists.
+    Thin wrapper over ``localjudge.stats.bootstrap_ci`` (the implementation moved there; same
+    draws, so earlier results reproduce). Deterministic for fixed ``values`` and ``seed``.
 
     Args:
         values: shape ``(n,)``, n >= 1; NaNs are not allowed.
@@ -197,18 +197,7 @@ def bootstrap_ci(
         ``(mean, low, high)``.
 
     Raises:
-        ValueError: empty input, NaNs, or bad ``n_resamples``/``level``.
+        ConfigError: (a ``ValueError``) empty input, NaNs, or bad ``n_resamples``/``level``.
     """
-    x = np.asarray(values, dtype=np.float64)
-    if x.ndim != 1 or x.size == 0:
-        raise ValueError(f"values must be a non-empty 1-d sequence, got shape {x.shape}")
-    if np.isnan(x).any():
-        raise ValueError("values contain NaN")
-    if n_resamples < 1 or not 0.0 < level < 1.0:
-        raise ValueError(f"bad n_resamples={n_resamples} or level={level}")
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(n_resamples, x.size))
-    means = x[idx].mean(axis=1)
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return float(x.mean()), float(low), float(high)
+    ci = stats.bootstrap_ci(values, seed=seed, n_resamples=n_resamples, level=level)
+    return ci.estimate, ci.low, ci.high

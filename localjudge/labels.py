@@ -292,6 +292,64 @@ def label_probabilities(
     return LabelProbabilities(probs=probs, pruned_mass=pruned, n_evals=n_evals)
 
 
+def sample_label(
+    label_map: LabelMap,
+    cdf_after: Callable[[tuple[int, ...]], np.ndarray],
+    rng: np.random.Generator,
+    *,
+    extend_masks: dict[str, np.ndarray],
+    boundary: str = "prefix",
+) -> tuple[str | None, tuple[int, ...]]:
+    """Draw one real sample of the score from the model's full next-token distribution.
+
+    Tokens are drawn one at a time from the *full* vocabulary distribution (never from the
+    renormalised label distribution) and walked down the same trie and boundary rule as
+    ``label_probabilities``, so the sampled frequencies converge to the exact raw label
+    probabilities and the draws that spell no label are counted, not dropped.
+
+    Args:
+        label_map: resolved labels.
+        cdf_after: suffix token ids -> cumulative probabilities over the vocabulary, shape
+            ``(n_vocab,)``, last element 1 (at the temperature being sampled).
+        rng: the local generator.
+        extend_masks, boundary: as in ``label_probabilities``.
+
+    Returns:
+        ``(label or None, drawn token ids)``.
+    """
+
+    def draw(suffix: tuple[int, ...]) -> int:
+        cdf = cdf_after(suffix)
+        return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"),
+                       cdf.shape[0] - 1))
+
+    drawn: tuple[int, ...] = (draw(()),)
+    child = label_map._root.children.get(drawn[0])
+    if child is None:
+        return None, drawn
+    while True:
+        needs_next = bool(child.children) or (boundary == "all" and child.label is not None)
+        if not needs_next:
+            return child.label, drawn
+        nxt = draw(drawn)
+        drawn = drawn + (nxt,)
+        if nxt in child.children:
+            child = child.children[nxt]
+            continue
+        if child.label is not None and not _extends(child.label, nxt, extend_masks):
+            return child.label, drawn
+        return None, drawn
+
+
+def _extends(label: str, tid: int, extend_masks: dict[str, np.ndarray]) -> bool:
+    last = label[-1]
+    if last.isdigit():
+        return bool(extend_masks["digit"][tid])
+    if last.isalpha():
+        return bool(extend_masks["alnum"][tid])
+    return False
+
+
 def extend_masks_from_texts(vocab_texts: Sequence[str]) -> dict[str, np.ndarray]:
     """Boolean masks over the vocabulary for the label boundary rule.
 
