@@ -14,7 +14,7 @@ from typing import Any
 from localjudge.errors import ConfigError
 from localjudge.signature import Signature
 
-__all__ = ["Message", "TopToken", "ScoreDistribution", "to_messages"]
+__all__ = ["Message", "TopToken", "ScoreDistribution", "ScoreSamples", "to_messages"]
 
 _ROLES = ("system", "user", "assistant")
 
@@ -253,3 +253,87 @@ class ScoreDistribution:
             method=str(d["method"]),
             signature=Signature.from_dict(d["signature"]),
         )
+
+
+SEM_KS = (1, 3, 5)
+"""Panel sizes k for which ``ScoreSamples`` reports SEM = sd / sqrt(k)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreSamples:
+    """Real samples of a judge's score, next to the exact expectation at the same temperature.
+
+    Attributes:
+        labels: the labels, in order.
+        draws: each draw's label, or ``None`` for a draw that spelled no label.
+        counts: draws per label (label order).
+        n: number of draws.
+        n_non_label: draws that spelled no label (counted, never dropped).
+        non_label_texts: text of those draws -> count.
+        mean: mean of the numeric label draws (``None`` if no numeric draw).
+        sd: sample standard deviation (ddof=1) of those draws; ``None`` with < 2 draws.
+        sem: SEM = sd / sqrt(k) for k = 1, 3, 5 averaged judges and for k = n (``"n"``),
+            where n counts the label draws.
+        expected: the exact expectation Σ v·p(v) from ``score_distribution`` at the same T.
+        gap_sem: ``(mean - expected) / sem["n"]``: the sampled mean's distance from the exact
+            value in SEM units (``None`` when undefined).
+        temperature: T of both the draws and the exact distribution.
+        seed: the generator seed.
+        distribution: the exact ``ScoreDistribution`` at T (raw mass included).
+    """
+
+    labels: tuple[str, ...]
+    draws: tuple[str | None, ...]
+    counts: tuple[int, ...]
+    n: int
+    n_non_label: int
+    non_label_texts: dict[str, int]
+    mean: float | None
+    sd: float | None
+    sem: dict[str, float | None]
+    expected: float | None
+    gap_sem: float | None
+    temperature: float
+    seed: int
+    distribution: ScoreDistribution
+
+    @classmethod
+    def from_draws(cls, exact: ScoreDistribution, draws: Sequence[str | None],
+                   non_label_texts: Mapping[str, int], *, temperature: float,
+                   seed: int) -> ScoreSamples:
+        """Summarise draws (SEM arithmetic: sd / sqrt(k); sample sd with ddof = 1)."""
+        counts = tuple(sum(1 for d in draws if d == lab) for lab in exact.labels)
+        vals = [_label_value(d) for d in draws if d is not None]
+        nums = [v for v in vals if v is not None]
+        mean = math.fsum(nums) / len(nums) if nums else None
+        sd = None
+        if mean is not None and len(nums) >= 2:
+            sd = math.sqrt(math.fsum((v - mean) ** 2 for v in nums) / (len(nums) - 1))
+        sem: dict[str, float | None] = {
+            str(k): (None if sd is None else sd / math.sqrt(k)) for k in SEM_KS}
+        sem["n"] = None if sd is None else sd / math.sqrt(len(nums))
+        gap = None
+        if mean is not None and exact.expected is not None and sem["n"]:
+            gap = (mean - exact.expected) / sem["n"]
+        return cls(labels=exact.labels, draws=tuple(draws), counts=counts, n=len(draws),
+                   n_non_label=sum(1 for d in draws if d is None),
+                   non_label_texts=dict(non_label_texts), mean=mean, sd=sd, sem=sem,
+                   expected=exact.expected, gap_sem=gap, temperature=float(temperature),
+                   seed=int(seed), distribution=exact)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"labels": list(self.labels), "draws": list(self.draws),
+                "counts": list(self.counts), "n": self.n, "n_non_label": self.n_non_label,
+                "non_label_texts": dict(self.non_label_texts), "mean": self.mean, "sd": self.sd,
+                "sem": dict(self.sem), "expected": self.expected, "gap_sem": self.gap_sem,
+                "temperature": self.temperature, "seed": self.seed,
+                "distribution": self.distribution.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ScoreSamples:
+        return cls(labels=tuple(d["labels"]), draws=tuple(d["draws"]),
+                   counts=tuple(d["counts"]), n=int(d["n"]), n_non_label=int(d["n_non_label"]),
+                   non_label_texts=dict(d["non_label_texts"]), mean=d["mean"], sd=d["sd"],
+                   sem=dict(d["sem"]), expected=d["expected"], gap_sem=d["gap_sem"],
+                   temperature=float(d["temperature"]), seed=int(d["seed"]),
+                   distribution=ScoreDistribution.from_dict(d["distribution"]))

@@ -24,10 +24,11 @@ from localjudge.labels import (
     label_probabilities,
     normalize_labels,
     resolve_label_ids,
+    sample_label,
 )
 from localjudge.signature import Signature, sha256_text
 from localjudge.templates import build_messages, render_chat
-from localjudge.types import Message, ScoreDistribution, TopToken, to_messages
+from localjudge.types import Message, ScoreDistribution, ScoreSamples, TopToken, to_messages
 
 __all__ = ["Backend", "DEFAULT_MIN_MASS", "DEFAULT_PRUNE_BELOW", "N_TOP_TOKENS", "log_softmax"]
 
@@ -43,6 +44,15 @@ N_TOP_TOKENS = 10
 """How many of the most probable next tokens a ``ScoreDistribution`` reports."""
 
 Prompt = str | Sequence[Message | Mapping[str, str]]
+
+
+def _check_temperature(temperature: Any, *, allow_zero: bool) -> None:
+    ok = (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+          and math.isfinite(temperature)
+          and (temperature >= 0 if allow_zero else temperature > 0))
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"temperature must be a finite number {bound}, got {temperature!r}")
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -253,6 +263,7 @@ class Backend(ABC):
         min_mass: float = DEFAULT_MIN_MASS,
         prune_below: float = DEFAULT_PRUNE_BELOW,
         boundary: str = "prefix",
+        temperature: float = 1.0,
     ) -> ScoreDistribution:
         """Next-token distribution over the score labels.
 
@@ -271,6 +282,9 @@ class Backend(ABC):
                 Use 0 to get every distribution (the mass is still reported).
             prune_below: see ``DEFAULT_PRUNE_BELOW``.
             boundary: ``"prefix"`` (default) or ``"all"``; see ``localjudge.labels``.
+            temperature: read the distribution of ``softmax(logits / T)`` (T > 0; default 1,
+                the model's own distribution); use the T you would sample at to compare
+                with ``sample_scores``.
 
         Returns:
             ``ScoreDistribution`` with probs (renormalised), logprobs (raw, nats), mass,
@@ -298,18 +312,18 @@ class Backend(ABC):
             raise ConfigError(f"prune_below must be a number in [0, 1), got {prune_below!r}")
         if boundary not in ("prefix", "all"):
             raise ConfigError(f"boundary must be 'prefix' or 'all', got {boundary!r}")
+        _check_temperature(temperature, allow_zero=False)
         label_map = self.resolve_labels(labels)
         text = self.render(prompt, system=system, prefill=prefill, raw=raw)
         ids = self._encode_prompt(text)
         self._check_context(len(ids), label_map.max_len)
-        root = self._logprobs_after(ids)
-        if self._masks is None:
-            self._masks = extend_masks_from_texts(self._vocab())
+        t = float(temperature)
+        root = self._tempered(ids, (), t)
         lp = label_probabilities(
             label_map,
             root,
-            lambda suffix: self._logprobs_after(ids, suffix),
-            extend_masks=self._masks,
+            lambda suffix: self._tempered(ids, suffix, t),
+            extend_masks=self._extend_masks(),
             prune_below=float(prune_below),
             boundary=boundary,
         )
@@ -329,6 +343,7 @@ class Backend(ABC):
             "raw": raw,
             "prune_below": float(prune_below),
             "boundary": boundary,
+            "temperature": t,
         }
         dist = ScoreDistribution.from_label_probs(
             label_map.labels,
@@ -343,6 +358,99 @@ class Backend(ABC):
         if dist.mass < float(min_mass):
             raise LowMassError(dist, float(min_mass))
         return dist
+
+    def _extend_masks(self) -> dict[str, np.ndarray]:
+        if self._masks is None:
+            self._masks = extend_masks_from_texts(self._vocab())
+        return self._masks
+
+    def _tempered(self, ids: Sequence[int], suffix: Sequence[int], t: float) -> np.ndarray:
+        lp = self._logprobs_after(ids, suffix)
+        return lp if t == 1.0 else log_softmax(lp / t)
+
+    @property
+    def family(self) -> str | None:
+        """Model family (``"qwen2"``, ``"smollm2"``, ``"gemma3"``...) from the model's manifest,
+        or as set by the caller (``backend.family = "llama"``); None when unknown. Juries use
+        it to warn about single-family panels and self-preference."""
+        fam: str | None = getattr(self, "_family", None)
+        if fam:
+            return fam
+        from localjudge.models import load_manifest
+
+        try:
+            return load_manifest(str(self._signature_fields()["model"])).family
+        except ConfigError:
+            return None
+
+    @family.setter
+    def family(self, value: str | None) -> None:
+        self._family = value
+
+    def sample_scores(
+        self,
+        prompt: Prompt,
+        labels: Iterable[str | int] | range | None = None,
+        *,
+        n: int,
+        temperature: float = 1.0,
+        seed: int = 0,
+        system: str | None = None,
+        prefill: str | None = None,
+        raw: bool = False,
+        boundary: str = "prefix",
+    ) -> ScoreSamples:
+        """Draw ``n`` real samples of the score from the model's full next-token distribution.
+
+        Each draw samples tokens from ``softmax(logits / T)`` over the whole vocabulary --
+        never from the renormalised label distribution -- and reads the label they spell with
+        the same trie and boundary rule as ``score_distribution`` (``localjudge.labels``).
+        Draws that spell no label are counted (``n_non_label``) and their texts reported, not
+        dropped. The exact distribution at the same T is computed in the same call, so the
+        sampled mean can be compared with the expectation in SEM units.
+
+        Args:
+            prompt, labels, system, prefill, raw, boundary: as in ``score_distribution``.
+            n: number of draws (>= 1).
+            temperature: T > 0.
+            seed: seed of the local ``numpy.random.default_rng``; deterministic for fixed
+                model bytes, prompt and seed.
+
+        Returns:
+            ``ScoreSamples`` (draws, histogram, mean, sd, SEM for k = 1, 3, 5 and n, the exact
+            expectation at T and the gap in SEM units).
+
+        Raises:
+            ConfigError: bad ``n`` or ``temperature``; as ``score_distribution`` otherwise.
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"n must be an int >= 1, got {n!r}")
+        _check_temperature(temperature, allow_zero=False)
+        t = float(temperature)
+        exact = self.score_distribution(prompt, labels, system=system, prefill=prefill,
+                                        raw=raw, min_mass=0.0, boundary=boundary,
+                                        temperature=t)
+        label_map = self.resolve_labels(labels)
+        ids = self._encode_prompt(self.render(prompt, system=system, prefill=prefill, raw=raw))
+        cdfs: dict[tuple[int, ...], np.ndarray] = {}
+
+        def cdf_after(suffix: tuple[int, ...]) -> np.ndarray:
+            if suffix not in cdfs:
+                cdfs[suffix] = np.cumsum(np.exp(self._tempered(ids, suffix, t)))
+            return cdfs[suffix]
+
+        rng = np.random.default_rng(seed)
+        draws: list[str | None] = []
+        other: dict[str, int] = {}
+        texts = self._vocab()
+        for _ in range(n):
+            lab, toks = sample_label(label_map, cdf_after, rng,
+                                     extend_masks=self._extend_masks(), boundary=boundary)
+            draws.append(lab)
+            if lab is None:
+                key = "".join(texts[i] or self._display_text(i) for i in toks)
+                other[key] = other.get(key, 0) + 1
+        return ScoreSamples.from_draws(exact, draws, other, temperature=t, seed=seed)
 
     def _check_context(self, n_prompt: int, n_extra: int) -> None:
         if n_prompt + n_extra > self.n_ctx:
@@ -390,9 +498,7 @@ class Backend(ABC):
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
-        if not (isinstance(temperature, (int, float)) and temperature >= 0
-                and math.isfinite(temperature)):
-            raise ConfigError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        _check_temperature(temperature, allow_zero=True)
         text = self.render(prompt, system=system, prefill=prefill, raw=raw)
         ids = self._encode_prompt(text)
         self._check_context(len(ids), max_tokens)
