@@ -524,6 +524,16 @@ class GEval:
                      f"- {self.name}:")
         return "".join(parts)
 
+    def form_prompt(self, test_case: LLMTestCase) -> str:
+        """The exact form-filling prompt (user message, or raw text with ``raw=True``) for a
+        test case; the distribution is read after it plus ``prefill``.
+
+        Raises:
+            MissingTestCaseParamsError: the case lacks a field in ``evaluation_params``.
+        """
+        self._check_case(test_case)
+        return self._form_prompt(test_case, self.ensure_steps())
+
     @property
     def prefill(self) -> str:
         """Assistant prefill at which the score distribution is read."""
