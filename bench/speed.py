@@ -33,7 +33,7 @@ from bench._common import make_run_dir, run_config, shared_data_dir, write_json
 
 PROMPT_FILE = Path(__file__).resolve().parent.parent / "localjudge" / "prompts" / \
     "summeval_coherence_v1.txt"
-PREFILL = "Coherence (1-5):"
+PREFILL = "Coherence (1-5): "
 
 
 def _prompts(doc: int) -> tuple[list[str], str]:

@@ -35,7 +35,8 @@ SUMMEVAL_PROMPTS = {"coherence": "summeval_coherence_v1"}
 """Aspect -> versioned prompt template in ``localjudge/prompts`` (G-Eval's SummEval prompts,
 Liu et al. 2023, arXiv 2303.16634, repository file ``prompts/summeval/coh_detailed.txt``)."""
 
-PREFILL = {"coherence": "Coherence (1-5):"}
+PREFILL = {"coherence": "Coherence (1-5): "}
+"""Assistant prefill per aspect; the trailing space raises the label mass (see GEval.prefill)."""
 
 
 def _load_prompt(name: str) -> str:

@@ -130,7 +130,7 @@ def test_rubric_sets_scale_and_goes_into_the_prompt():
     assert m.score_range == (0, 10)
     prompt = m._form_prompt(CASE, m.ensure_steps())
     assert "Rubric:\n0-3: Wrong or off-topic.\n4-7: Partly right.\n8-10: Correct" in prompt
-    assert m.prefill == "Coherence (0-10):"
+    assert m.prefill == "Coherence (0-10): "
     assert m.measure(CASE) == pytest.approx(0.8)
 
 

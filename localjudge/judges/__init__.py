@@ -19,3 +19,12 @@ __all__ = [
     "assert_test",
     "evaluate",
 ]
+
+from localjudge.judges.pairwise import (
+    PairwiseJudge,
+    PairwisePrompt,
+    PairwiseResult,
+    compare,
+)
+
+__all__ += ["PairwiseJudge", "PairwisePrompt", "PairwiseResult", "compare"]
