@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--doc", type=int, default=0, help="SummEval article index")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--limit", type=int, default=16, help="summaries in the prefix-reuse test")
+    ap.add_argument("--results", type=Path, default=None, help="results root (bench/results)")
     ap.add_argument("--seed", type=int, default=0, help="unused (no randomness); recorded")
     args = ap.parse_args(argv)
     prompts, doc_id = _prompts(args.doc)
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = run_config(argv, experiment="speed", seed=args.seed,
                      signatures={r["model"]: r["signature"] for r in rows},
                      packages=["llama_cpp_python", "numpy"], extra={"doc_id": doc_id})
-    out = make_run_dir("speed", cfg)
+    out = make_run_dir("speed", cfg, root=args.results)
     write_json(out / "config.json", cfg)
     write_json(out / "summary.json", {"rows": rows})
     print(f"results: {out}")

@@ -239,6 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="default", help="'default', a manifest name or a path")
     ap.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "hf"])
     ap.add_argument("--min-mass", type=float, default=0.9)
+    ap.add_argument("--results", type=Path, default=None, help="results root (bench/results)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=None, help="cap on items (after --docs)")
     ap.add_argument("--n-bootstrap", type=int, default=1000)
@@ -267,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                      packages=["llama_cpp_python", "numpy", "scipy"],
                      extra={"data": args.data, "docs": args.docs, "n_items": len(items),
                             "dimensions": dims, "model": model, "min_mass": args.min_mass})
-    out_dir = Path(args.out_dir) if args.out_dir else make_run_dir("summeval", sigs)
+    out_dir = (Path(args.out_dir) if args.out_dir
+               else make_run_dir("summeval", sigs, root=args.results))
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "config.json", cfg)
     n_docs = len({it["doc_id"] for it in items})

@@ -226,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs", type=int, default=3, help="SummEval articles for parts 2-3")
     ap.add_argument("--limit", type=int, default=None, help="cap on items in parts 2-3")
     ap.add_argument("--panel-min-mass", type=float, default=0.1)
+    ap.add_argument("--results", type=Path, default=None, help="results root (bench/results)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--parts", default="1,2,3")
     args = ap.parse_args(argv)
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                      packages=["llama_cpp_python", "numpy", "scipy"],
                      extra={"model": model, "n_items": len(items), "panel": PANEL,
                             "panel_min_mass": args.panel_min_mass})
-    out = make_run_dir("variance", cfg)
+    out = make_run_dir("variance", cfg, root=args.results)
     write_json(out / "config.json", cfg)
     summary: dict[str, Any] = {}
     if "1" in parts:
