@@ -36,7 +36,7 @@ demo: $(MODELS_STAMP)
 		--out results/summeval-doc$(DOC)-coherence.jsonl
 
 test: $(MODELS_STAMP)
-	$(BIN)/python -m pytest -m "model or not model" -q
+	LOCALJUDGE_REQUIRE_MODELS=1 $(BIN)/python -m pytest -m "model or not model" -q
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not model" -q
