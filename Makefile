@@ -11,7 +11,7 @@ MODELS_STAMP := $(VENV)/.models-stamp
 SUMMEVAL ?= ../shared/data/summeval/summeval.jsonl
 DOC ?= 0
 
-.PHONY: demo test test-fast install models lint clean-venv
+.PHONY: demo test test-fast test-integrations install models lint clean-venv
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,16 @@ test: $(MODELS_STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not model" -q
+
+# The DeepEval adapter and the OpenAI-compatible backend are tested in a venv of their own:
+# deepeval installs pytest plugins and telemetry that must not leak into the main test run.
+INTEG_VENV := .venv-integrations
+test-integrations: $(MODELS_STAMP)
+	$(PYTHON) -m venv $(INTEG_VENV)
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(INTEG_VENV)/bin/python -m pip install --quiet -e '.[llama,hf,dev,server,deepeval]'
+	DEEPEVAL_TELEMETRY_OPT_OUT=YES DEEPEVAL_DISABLE_DOTENV=1 LOCALJUDGE_REQUIRE_MODELS=1 \
+	  $(INTEG_VENV)/bin/python -m pytest -m "model or not model" -q -p no:cacheprovider \
+	  tests/test_openai_compat.py tests/test_openai_compat_server.py tests/test_deepeval_adapter.py
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check localjudge bench scripts tests

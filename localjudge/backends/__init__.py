@@ -21,8 +21,9 @@ BACKENDS: dict[str, str] = {
     "llama_cpp": "localjudge.backends.llama_cpp:LlamaCppBackend",
     "hf": "localjudge.backends.hf:HFBackend",
     "fake": "localjudge.backends.fake:FakeBackend",
+    "openai": "localjudge.backends.openai_compat:OpenAICompatBackend",
 }
-_EXTRA = {"llama_cpp": "llama", "hf": "hf", "fake": ""}
+_EXTRA = {"llama_cpp": "llama", "hf": "hf", "fake": "", "openai": ""}
 
 
 def load_backend(name: str, *args: Any, **kwargs: Any) -> Backend:

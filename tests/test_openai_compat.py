@@ -1,0 +1,265 @@
+"""OpenAICompatBackend against scripted local HTTP servers (default tier: no model, no network).
+
+A stdlib HTTP server on 127.0.0.1 answers ``/v1/completions`` and ``/v1/chat/completions``
+with hand-written top-k logprobs (exact arithmetic in the comments), and injects faults:
+dropped connections, 500s, 429s with ``Retry-After`` and permanent failures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import socket
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from localjudge.backends import load_backend
+from localjudge.backends.openai_compat import OpenAICompatBackend, normalize_token_text
+from localjudge.errors import BackendError, ConfigError, LowMassError
+
+TEMPLATE = ("{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}"
+            "{% if add_generation_prompt %}<assistant>{% endif %}")
+LN = math.log
+
+
+def _completion_body(top: dict[str, float]) -> dict:
+    return {"choices": [{"text": max(top, key=top.get), "index": 0,
+                         "logprobs": {"tokens": [max(top, key=top.get)],
+                                      "token_logprobs": [max(top.values())],
+                                      "top_logprobs": [top], "text_offset": [0]}}]}
+
+
+def _chat_body(positions: list[list[tuple[int | None, str, float]]]) -> dict:
+    content = []
+    for pos in positions:
+        tops = [({"id": i} if i is not None else {}) | {"token": t, "logprob": lp}
+                for i, t, lp in pos]
+        content.append({**tops[0], "top_logprobs": tops})
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": "x"},
+                         "logprobs": {"content": content}}]}
+
+
+class _Server:
+    """A scripted OpenAI-compatible server; ``handler(path, body, attempt) -> (status, obj)``
+    where obj None with status 0 means: drop the connection without answering."""
+
+    def __init__(self, handler):
+        self.handler = handler
+        self.attempts: Counter[str] = Counter()
+        self.bodies: list[dict] = []
+        lock = threading.Lock()
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # quiet
+                pass
+
+            def do_GET(self):
+                self.send_response(404)
+                self.end_headers()
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(n))
+                key = json.dumps(body, sort_keys=True)
+                with lock:
+                    outer.attempts[key] += 1
+                    attempt = outer.attempts[key]
+                    outer.bodies.append(body)
+                status, obj, headers = outer.handler(self.path, body, attempt)
+                if status == 0:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                data = json.dumps(obj).encode()
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _backend(url: str, **kw) -> OpenAICompatBackend:
+    kw.setdefault("chat_template", TEMPLATE)
+    kw.setdefault("mode", "completion")
+    kw.setdefault("backoff_s", 0.001)
+    return OpenAICompatBackend(url, "m", **kw)
+
+
+@pytest.mark.parametrize("text, norm", [("5", "5"), (" 5", "5"), ("▁5", "5"), ("Ġ5", "5"),
+                                        ("  10", "10"), ("\n5", "\n5"), ("", "")])
+def test_normalize_token_text(text, norm):
+    assert normalize_token_text(text) == norm
+
+
+def test_completion_text_match_is_lower_bound():
+    # top-k: "4" .5, " 4" .2, "5" .1, "\n" .1 -> returned .9, not returned .1
+    top = {"4": LN(.5), " 4": LN(.2), "5": LN(.1), "\n": LN(.1)}
+    with _Server(lambda p, b, a: (200, _completion_body(top), None)) as s:
+        d = _backend(s.url).score_distribution("Rate.", prefill="Score: ", min_mass=0.5)
+        sent = s.bodies[-1]
+    assert sent["prompt"] == "<user>Rate.\n<assistant>Score: " and sent["max_tokens"] == 1
+    assert d.logprobs[3] == pytest.approx(LN(.7)) and d.logprobs[4] == pytest.approx(LN(.1))
+    assert d.mass == pytest.approx(.8)                      # .5 + .2 + .1
+    assert d.pruned_mass == pytest.approx(.1)               # 1 - .9 never returned
+    assert d.expected == pytest.approx((4 * .7 + 5 * .1) / .8)   # 4.125
+    assert d.signature.params["label_match"] == "text"
+    assert d.signature.params["mass_bound"] == "lower"
+    assert d.signature.backend == "openai"
+
+
+def test_chat_ids_count_tokens_that_decode_alike_once_each():
+    # ids 100 and 300 both decode to "4": keyed by id both count (.5 + .1), " 4" (.2) too;
+    # id 100 repeated must not count twice.
+    pos = [(100, "4", LN(.5)), (200, " 4", LN(.2)), (300, "4", LN(.1)), (5, "5", LN(.1)),
+           (100, "4", LN(.5)), (9, "\n", LN(.05))]
+    with _Server(lambda p, b, a: (200, _chat_body([pos]), None)) as s:
+        d = _backend(s.url, mode="chat").score_distribution("Rate.", min_mass=0)
+        sent = s.bodies[-1]
+    assert sent["logprobs"] is True and sent["top_logprobs"] == 20
+    assert sent["messages"] == [{"role": "user", "content": "Rate."}]
+    assert d.signature.params["label_match"] == "id"
+    assert math.exp(d.logprobs[3]) == pytest.approx(.8)     # .5 + .2 + .1
+    assert d.mass == pytest.approx(.9)
+    assert d.pruned_mass == pytest.approx(.05)              # 1 - (.5+.2+.1+.1+.05)
+    assert d.signature.template_sha256 == "server"
+
+
+def test_multi_token_label_chain_and_boundary_rule():
+    # 0-10. Root: "1" .5, " 2" .3, "\n" .1 (.1 not returned). After "1": "0" .4, " " .5,
+    # "\n" .1. P(10) = .5*.4 = .2; P(1) = .5*(1 - .4 - 0) = .3; P(2) = .3; mass .8;
+    # expected = (1*.3 + 2*.3 + 10*.2)/.8 = 3.625.
+    def h(path, body, attempt):
+        if body["prompt"].endswith("S: 1"):
+            return 200, _completion_body({"0": LN(.4), " ": LN(.5), "\n": LN(.1)}), None
+        return 200, _completion_body({"1": LN(.5), " 2": LN(.3), "\n": LN(.1)}), None
+
+    with _Server(h) as s:
+        d = _backend(s.url).score_distribution("Rate.", range(11), prefill="S: ",
+                                               min_mass=0)
+        n = len(s.bodies)
+    assert n == 2
+    assert d.as_dict()["10"] == pytest.approx(.2 / .8)
+    assert d.as_dict()["1"] == pytest.approx(.3 / .8)
+    assert d.mass == pytest.approx(.8)
+    assert d.expected == pytest.approx(3.625)
+
+
+def test_chat_prefill_modes():
+    pos = [[(1, "{", 0.0)], [(2, '"score": ', 0.0)], [(3, "4", LN(.6)), (4, "3", LN(.4))]]
+    with _Server(lambda p, b, a: (200, _chat_body(pos), None)) as s:
+        with pytest.raises(ConfigError, match="prefill"):
+            _backend(s.url, mode="chat").score_distribution("Rate.", prefill="S: ")
+        d = _backend(s.url, mode="chat", chat_prefill="scan").score_distribution(
+            "Rate.", prefill="S: ", min_mass=0)
+        assert d.signature.params["read_at"] == "first_label_token:2"
+        assert d.as_dict()["4"] == pytest.approx(.6)
+        _backend(s.url, mode="chat", chat_prefill="continue").score_distribution(
+            "Rate.", prefill="S: ", min_mass=0)
+        sent = s.bodies[-1]
+    assert sent["continue_final_message"] is True and sent["add_generation_prompt"] is False
+    assert sent["messages"][-1] == {"role": "assistant", "content": "S: "}
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"boundary": "all"}, "boundary"), ({"temperature": 0.5}, "temperature"),
+    ({"min_mass": 2}, "min_mass")])
+def test_refused_options(kw, match):
+    b = _backend("http://127.0.0.1:9")
+    with pytest.raises(ConfigError, match=match):
+        b.score_distribution("Rate.", **kw)
+
+
+@pytest.mark.parametrize("kw", [{"max_concurrency": 0}, {"timeout_s": 0}, {"max_retries": -1},
+                                {"top_logprobs": 0}, {"mode": "grpc"}, {"chat_prefill": "x"}])
+def test_bad_constructor_arguments(kw):
+    with pytest.raises(ConfigError):
+        _backend("http://127.0.0.1:9", **kw)
+
+
+def test_completion_mode_needs_a_template():
+    with pytest.raises(ConfigError, match="chat template"):
+        OpenAICompatBackend("http://127.0.0.1:9", "m", mode="completion")
+
+
+def test_registry_name():
+    b = load_backend("openai", "http://127.0.0.1:9/v1", "m", mode="chat")
+    assert isinstance(b, OpenAICompatBackend) and b.base_url == "http://127.0.0.1:9"
+
+
+def test_low_mass_keeps_distribution():
+    top = {"\n": LN(.9), "4": LN(.05)}
+    with (_Server(lambda p, b, a: (200, _completion_body(top), None)) as s,
+          pytest.raises(LowMassError) as ei):
+        _backend(s.url).score_distribution("Rate.")
+    assert ei.value.distribution.mass == pytest.approx(.05)
+
+
+def test_400_is_not_retried():
+    with _Server(lambda p, b, a: (400, {"error": "context length"}, None)) as s:
+        with pytest.raises(BackendError, match="HTTP 400"):
+            _backend(s.url, max_retries=3).score_distribution("Rate.")
+        assert len(s.bodies) == 1
+
+
+def _faulty(path, body, attempt):
+    """item-i: i%5==1 drop once; i%5==2 500 twice; i%5==3 429 once (Retry-After 0);
+    i%7==6 always 500 (error after retries); else answer. Answer: "3" .5, "4" .5."""
+    i = int(re.search(r"item-(\d+)", body["prompt"]).group(1))
+    if i % 7 == 6:
+        return 500, {"error": "boom"}, None
+    if i % 5 == 1 and attempt == 1:
+        return 0, None, None
+    if i % 5 == 2 and attempt <= 2:
+        return 500, {"error": "busy"}, None
+    if i % 5 == 3 and attempt == 1:
+        return 429, {"error": "slow down"}, {"Retry-After": "0"}
+    return 200, _completion_body({"3": LN(.5), "4": LN(.5)}), None
+
+
+def test_faulty_server_every_item_scored_or_errored_once(tmp_path):
+    n = 30
+    out = tmp_path / "items.jsonl"
+    with _Server(_faulty) as s:
+        b = _backend(s.url, max_retries=2, max_concurrency=4)
+        recs = b.score_batch([f"Rate item-{i}." for i in range(n)], out=out, prefill="S: ")
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert sorted(r["index"] for r in lines) == list(range(n))          # none lost, none twice
+    assert [r.index for r in recs] == list(range(n))
+    for r in lines:
+        i = r["index"]
+        if i % 7 == 6:
+            assert r["error"] == "backend_error" and r["distribution"] is None
+            assert "3 attempts" in r["message"]
+        else:
+            assert r["error"] is None
+            assert r["distribution"]["expected"] == pytest.approx(3.5)    # never 0
+    assert b.n_retries > 0
+
+
+def test_unreachable_server_is_a_per_item_error(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    b = _backend(f"http://127.0.0.1:{port}", max_retries=1, timeout_s=2)
+    recs = b.score_batch(["a", "b"], out=tmp_path / "x.jsonl")
+    assert [r.error for r in recs] == ["backend_error", "backend_error"]
+    assert all(r.distribution is None for r in recs)
