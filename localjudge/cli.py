@@ -68,8 +68,9 @@ def _fmt_dist(d: dict[str, Any]) -> str:
 
 
 def cmd_summeval(args: argparse.Namespace) -> int:
-    from scipy.stats import kendalltau, spearmanr
     from tqdm import tqdm
+
+    from localjudge.stats import count_ties, pooled_correlation
 
     from localjudge.backends import load_backend
 
@@ -136,19 +137,23 @@ def cmd_summeval(args: argparse.Namespace) -> int:
         arg_s.append(float(d["argmax"]))
         hum_s.append(rec["human"])
     print(f"\nscored {len(exp_s)} of {len(items)} (errors: {n_err}; errors are not scores)")
-    if len(exp_s) >= 3:
-        rho = spearmanr(exp_s, hum_s).statistic
-        tau = kendalltau(exp_s, hum_s, variant="b").statistic
-        print(f"Spearman rho (expected score vs human {args.aspect}): {rho:.4f}")
-        print(f"Kendall tau-b (expected score vs human {args.aspect}): {tau:.4f}")
-        n_distinct = len(set(arg_s))
-        if n_distinct < 2:
-            print(f"Spearman rho (argmax score vs human): undefined -- all {len(arg_s)} argmax "
-                  f"scores are {arg_s[0]:g} (ties); the expectation breaks them")
+    if len(exp_s) >= 2:
+        w = pooled_correlation(exp_s, hum_s)
+        a = pooled_correlation(arg_s, hum_s)
+        tw, ta = count_ties(exp_s), count_ties(arg_s)
+        if w.undefined_reason:
+            print(f"Spearman rho (expected score vs human {args.aspect}): undefined "
+                  f"({w.undefined_reason})")
         else:
-            rho_a = spearmanr(arg_s, hum_s).statistic
-            print(f"Spearman rho (argmax score vs human; {n_distinct} distinct argmax values): "
-                  f"{rho_a:.4f}")
+            print(f"Spearman rho (expected score vs human {args.aspect}): {w.rho:.4f}")
+            print(f"Kendall tau-b (expected score vs human {args.aspect}): {w.tau:.4f}")
+        print(f"tied pairs: expected scores {tw.n_tied_pairs}, argmax scores {ta.n_tied_pairs} "
+              f"(of {tw.n_pairs})")
+        if a.undefined_reason:
+            print(f"Spearman rho (argmax score vs human): undefined ({a.undefined_reason}: "
+                  f"{len(set(arg_s))} distinct argmax value(s)); the expectation breaks the ties")
+        else:
+            print(f"Spearman rho (argmax score vs human): {a.rho:.4f}")
     else:
         print("too few scored items for a correlation")
     if sig:
