@@ -107,10 +107,11 @@ class ContextOverflowError(BackendError):
 
     code = "context_overflow"
 
-    def __init__(self, *, n_prompt_tokens: int, n_needed_tokens: int, n_ctx: int) -> None:
+    def __init__(self, *, n_prompt_tokens: int, n_needed_tokens: int, n_ctx: int,
+                 what: str = "the longest label") -> None:
         super().__init__(
-            f"prompt needs {n_needed_tokens} tokens ({n_prompt_tokens} prompt tokens plus the "
-            f"longest label) but the context window is n_ctx={n_ctx}; localjudge never "
+            f"prompt needs {n_needed_tokens} tokens ({n_prompt_tokens} prompt tokens plus "
+            f"{what}) but the context window is n_ctx={n_ctx}; localjudge never "
             "truncates silently: shorten the input or load the model with a larger n_ctx"
         )
         self.n_prompt_tokens = n_prompt_tokens

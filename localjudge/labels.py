@@ -26,7 +26,10 @@ label's spelling (``"1"`` vs ``"10"`` on a 0-10 scale), the shorter label only c
 next token does not extend it: ``P("1") = p("1")·(1 − Σ p(t|"1"))`` over tokens ``t`` whose text
 starts with a digit (for labels ending in a digit) or a letter/digit (labels ending in a letter),
 or over the trie children otherwise. So ``P("10") = p("1")·p("0"|"1")`` and "1" followed by a
-non-digit is label 1 -- not a first-token guess.
+non-digit is label 1 -- not a first-token guess. A token that continues another label's
+spelling is excluded too, whatever it is: with labels "A" and "A+", or "1" and "1.5",
+``P("A") = p("A")·(1 − p(letter|"A") − p("+"|"A"))``, so probabilities never overlap and the mass
+never exceeds 1.
 
 By default (``boundary="prefix"``) a complete spelling that is *not* a prefix of another label's
 spelling gets its probability without a boundary check (the standard logprob reading used by
@@ -37,6 +40,7 @@ label spelling, so that e.g. "1" followed by "0" is never counted as label 1 on 
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -78,9 +82,9 @@ def normalize_labels(labels: Iterable[str | int] | range | None) -> tuple[str, .
         raise ConfigError(f"labels must be a sequence of labels, got the single string {labels!r}")
     out: list[str] = []
     for lab in labels:
-        if isinstance(lab, bool) or not isinstance(lab, (str, int)):
+        if isinstance(lab, bool) or not isinstance(lab, (str, numbers.Integral)):
             raise ConfigError(f"each label must be str or int, got {lab!r}")
-        s = str(lab)
+        s = lab if isinstance(lab, str) else str(int(lab))
         if not s.strip():
             raise ConfigError(f"label is empty or whitespace: {s!r}")
         if s != s.strip():
@@ -277,13 +281,14 @@ def label_probabilities(
             lp_child = next_logprobs(seq)
             n_evals += 1
             if child.label is not None:
-                last = child.label[-1]
-                if last.isdigit():
-                    ext = float(np.exp(lp_child[extend_masks["digit"]]).sum())
-                elif last.isalpha():
-                    ext = float(np.exp(lp_child[extend_masks["alnum"]]).sum())
-                else:
-                    ext = math.fsum(math.exp(float(lp_child[c])) for c in child.children)
+                # the label ends here unless the next token extends it (a digit after a
+                # number, a letter/digit after a word) or continues another label's spelling
+                # ("+" after "A" toward "A+", "." after "1" toward "1.5")
+                mask = _extension_mask(child.label, extend_masks, len(lp_child))
+                if child.children:
+                    mask = mask.copy()
+                    mask[list(child.children)] = True
+                ext = float(np.exp(lp_child[mask]).sum())
                 probs[index[child.label]] += p * max(0.0, 1.0 - ext)
             if child.children:
                 walk(child, seq, lp_child, p)
@@ -341,13 +346,18 @@ def sample_label(
         return None, drawn
 
 
-def _extends(label: str, tid: int, extend_masks: dict[str, np.ndarray]) -> bool:
+def _extension_mask(label: str, extend_masks: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Tokens that would extend ``label`` into a longer word/number (boundary rule)."""
     last = label[-1]
     if last.isdigit():
-        return bool(extend_masks["digit"][tid])
+        return extend_masks["digit"]
     if last.isalpha():
-        return bool(extend_masks["alnum"][tid])
-    return False
+        return extend_masks["alnum"]
+    return np.zeros(n, dtype=bool)
+
+
+def _extends(label: str, tid: int, extend_masks: dict[str, np.ndarray]) -> bool:
+    return bool(_extension_mask(label, extend_masks, tid + 1)[tid])
 
 
 def extend_masks_from_texts(vocab_texts: Sequence[str]) -> dict[str, np.ndarray]:

@@ -4,8 +4,12 @@ Chat templates come from model files (GGUF metadata ``tokenizer.chat_template`` 
 ``tokenizer_config.json``) and are untrusted input. They are rendered with
 ``jinja2.sandbox.ImmutableSandboxedEnvironment`` the way Hugging Face transformers does
 (``trim_blocks=True, lstrip_blocks=True``, ``raise_exception``, ``tojson``, ``strftime_now``),
-so that a template reaching for Python internals (``__class__``, ``__subclasses__``, ...) or
-mutating objects is refused with ``TemplateError``.
+so that a template cannot reach Python internals: calling unsafe attributes
+(``__subclasses__``, ``__globals__`` ...) or mutating objects raises ``TemplateError``, and a
+bare unsafe attribute (``{{ ''.__class__ }}``) renders as undefined (empty), as in Jinja's
+sandbox. Any other failure while rendering (division by zero, recursion, oversized ranges) is
+a ``TemplateError`` too. Not covered: a template that loops for a very long time (the sandbox
+has no time limit); llama.cpp and transformers share that limitation.
 
 Both backends render through this module, so the llama.cpp and transformers backends see
 the same prompt text for the same messages.
@@ -51,8 +55,10 @@ def _compile(template: str) -> Any:
     env.globals["strftime_now"] = _strftime_now
     try:
         return env.from_string(template)
-    except JinjaTemplateError as err:
-        raise TemplateError(f"chat template does not compile: {err}") from err
+    except (JinjaTemplateError, ArithmeticError, LookupError, TypeError, ValueError,
+            RecursionError, MemoryError) as err:  # Jinja folds constants at compile time
+        raise TemplateError(f"chat template does not compile: {type(err).__name__}: {err}") \
+            from err
 
 
 def build_messages(
@@ -115,6 +121,7 @@ def render_chat(
         raise TemplateError(f"chat template refused by the sandbox: {err}") from err
     except TemplateError:
         raise
-    except (JinjaTemplateError, TypeError, ValueError, AttributeError, KeyError,
-            IndexError) as err:
+    except (JinjaTemplateError, ArithmeticError, LookupError, TypeError, ValueError,
+            AttributeError, RecursionError, MemoryError) as err:
+        # a template is untrusted input: any failure while rendering it is a TemplateError
         raise TemplateError(f"chat template failed to render: {type(err).__name__}: {err}") from err

@@ -59,6 +59,9 @@ def to_messages(prompt: str | Sequence[Message | Mapping[str, str]]) -> list[Mes
         return [Message("user", prompt)]
     if isinstance(prompt, (bytes, bytearray)):
         raise ConfigError("prompt must be str or a list of messages, got bytes")
+    if isinstance(prompt, Mapping) or not isinstance(prompt, Sequence):
+        raise ConfigError(f"prompt must be str or a list of messages, got "
+                          f"{type(prompt).__name__}: {prompt!r:.80}")
     msgs: list[Message] = []
     for i, m in enumerate(prompt):
         if isinstance(m, Message):

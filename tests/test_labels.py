@@ -143,3 +143,24 @@ def test_word_labels():
     assert d.expected is None
     assert d.mass == pytest.approx(0.95, abs=1e-12)
     assert d.expectation({"Yes": 1.0, "No": 0.0}) == pytest.approx(0.7 / 0.95, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("labels", "script", "expected"),
+    [
+        # "A" then "+" is "A+", never also "A": P(A) = 1*(1-0.5) = 0.5, P(A+) = 0.5
+        (["A", "A+", "B", "B+"], ({"A": 1.0}, {("A",): {"+": 0.5, "\n": 0.5}}),
+         {"A": 0.5, "A+": 0.5}),
+        # "1" "." "5" is "1.5": P(1) = 1*(1 - p(".")) = 0, P(1.5) = 1
+        (["1", "1.5", "2", "2.5"], ({"1": 1.0}, {("1",): {".": 1.0}, ("1", "."): {"5": 1.0}}),
+         {"1": 0.0, "1.5": 1.0}),
+    ],
+)
+def test_label_followed_by_another_labels_continuation_is_not_counted_twice(
+        labels, script, expected):
+    fb = FakeBackend(script[0], continuations=script[1])
+    d = fb.score_distribution("Grade it.", labels, min_mass=0)
+    raw = dict(zip(d.labels, (math.exp(x) for x in d.logprobs)))
+    for lab, p in expected.items():
+        assert raw[lab] == pytest.approx(p, abs=1e-12)
+    assert d.mass <= 1.0 + 1e-12

@@ -17,7 +17,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from localjudge.errors import ConfigError, ContextOverflowError, LowMassError, TemplateError
+from localjudge.errors import (
+    BackendError,
+    ConfigError,
+    ContextOverflowError,
+    LowMassError,
+    TemplateError,
+)
 from localjudge.labels import (
     LabelMap,
     extend_masks_from_texts,
@@ -202,7 +208,10 @@ class Backend(ABC):
             if system is not None:
                 raise ConfigError("raw=True has no system turn; put it in your prompt format")
             return prompt + (prefill or "")
+        if system is not None and not isinstance(system, str):
+            raise ConfigError(f"system must be str, got {type(system).__name__}: {system!r}")
         messages = build_messages(to_messages(prompt), system=system)
+        self._refuse_control_tokens([m.content for m in messages] + [prefill or ""])
         template = self.chat_template
         if not template:
             raise TemplateError(
@@ -217,6 +226,29 @@ class Backend(ABC):
         _, bos_text = self._bos()
         text = render_chat(template, messages, bos_token=bos_text, eos_token=self._eos_text())
         return text + (prefill or "")
+
+    def _special_texts(self) -> set[str]:
+        if getattr(self, "_special_text_cache", None) is None:
+            try:
+                ids = self._special_ids()
+            except BackendError:  # no local vocabulary (HTTP backends): nothing to check
+                ids = set()
+            texts = {self._display_text(i) for i in ids}
+            self._special_text_cache = {t for t in texts if len(t) > 1 and not t.startswith("<id:")}
+        return set(self._special_text_cache or ())
+
+    def _refuse_control_tokens(self, contents: Sequence[str]) -> None:
+        """Message text is data: a chat control token spelled inside it (``<|im_end|>``) would
+        be parsed as structure when the rendered prompt is tokenised, letting the judged text
+        rewrite the conversation. Refuse it, naming the token, instead of judging silently."""
+        specials = self._special_texts()
+        for text in contents:
+            for tok in specials:
+                if tok in text:
+                    raise ConfigError(
+                        f"message text contains the control token {tok!r} of this model's "
+                        "chat format; it would be parsed as chat structure (prompt injection). "
+                        "Remove or escape it, or use raw=True with your own prompt format")
 
     def _encode_prompt(self, text: str) -> list[int]:
         bos_id, bos_text = self._bos()
@@ -306,7 +338,8 @@ class Backend(ABC):
             >>> d.argmax, d.expected, d.mass
             ('4', 4.25, 1.0)
         """
-        if not (isinstance(min_mass, (int, float)) and 0.0 <= float(min_mass) <= 1.0):
+        if (isinstance(min_mass, bool) or not isinstance(min_mass, (int, float))
+                or not 0.0 <= float(min_mass) <= 1.0):
             raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
         if not (isinstance(prune_below, (int, float)) and 0.0 <= float(prune_below) < 1.0):
             raise ConfigError(f"prune_below must be a number in [0, 1), got {prune_below!r}")
@@ -355,7 +388,8 @@ class Backend(ABC):
             prompt_sha256=sha256_text(text),
             signature=self.signature(label_map.labels, raw=raw, params=params),
         )
-        if dist.mass < float(min_mass):
+        if dist.mass < float(min_mass) or dist.mass == 0.0:
+            # mass 0 has no distribution to renormalise: an error even with min_mass=0
             raise LowMassError(dist, float(min_mass))
         return dist
 
@@ -366,7 +400,10 @@ class Backend(ABC):
 
     def _tempered(self, ids: Sequence[int], suffix: Sequence[int], t: float) -> np.ndarray:
         lp = self._logprobs_after(ids, suffix)
-        return lp if t == 1.0 else log_softmax(lp / t)
+        if t == 1.0:
+            return lp
+        # shift before dividing: (lp - max)/t stays finite for tiny t (lp - max <= 0)
+        return log_softmax((lp - float(np.max(lp))) / t)
 
     @property
     def family(self) -> str | None:
@@ -425,6 +462,8 @@ class Backend(ABC):
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"n must be an int >= 1, got {n!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
         _check_temperature(temperature, allow_zero=False)
         t = float(temperature)
         exact = self.score_distribution(prompt, labels, system=system, prefill=prefill,
@@ -452,10 +491,12 @@ class Backend(ABC):
                 other[key] = other.get(key, 0) + 1
         return ScoreSamples.from_draws(exact, draws, other, temperature=t, seed=seed)
 
-    def _check_context(self, n_prompt: int, n_extra: int) -> None:
+    def _check_context(self, n_prompt: int, n_extra: int, what: str = "the longest label"
+                       ) -> None:
         if n_prompt + n_extra > self.n_ctx:
             raise ContextOverflowError(
-                n_prompt_tokens=n_prompt, n_needed_tokens=n_prompt + n_extra, n_ctx=self.n_ctx
+                n_prompt_tokens=n_prompt, n_needed_tokens=n_prompt + n_extra, n_ctx=self.n_ctx,
+                what=what,
             )
 
     def count_tokens(self, prompt: Prompt, *, system: str | None = None,
@@ -499,9 +540,11 @@ class Backend(ABC):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
         _check_temperature(temperature, allow_zero=True)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
         text = self.render(prompt, system=system, prefill=prefill, raw=raw)
         ids = self._encode_prompt(text)
-        self._check_context(len(ids), max_tokens)
+        self._check_context(len(ids), max_tokens, what="max_tokens")
         rng = np.random.default_rng(seed)
         eog = self._eog_ids()
         out: list[int] = []

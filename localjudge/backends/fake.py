@@ -145,6 +145,9 @@ class FakeBackend(Backend):
     def _vocab_texts(self) -> list[str]:
         return ["" if t in _SPECIAL else t for t in self._vocab_list]
 
+    def _display_text(self, token_id: int) -> str:
+        return self._vocab_list[token_id]
+
     def _special_ids(self) -> set[int]:
         return {self._ids[t] for t in _SPECIAL if t in self._ids}
 
