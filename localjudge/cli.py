@@ -28,6 +28,8 @@ from typing import Any
 
 from localjudge.errors import LocalJudgeError, LowMassError
 from localjudge.models import DEFAULT_JUDGE, list_manifests
+from localjudge.records import read_jsonl_records
+from localjudge.signature import sha256_json
 
 __all__ = ["main", "SUMMEVAL_PROMPTS"]
 
@@ -80,20 +82,33 @@ def cmd_summeval(args: argparse.Namespace) -> int:
     template_name = SUMMEVAL_PROMPTS[args.aspect]
     template = _load_prompt(template_name)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    kw = {"n_ctx": args.n_ctx} if args.n_ctx else {}
+    backend = load_backend(args.backend, args.model, **kw)
+    prefill = PREFILL[args.aspect]
+    bsig = backend.signature(range(1, 6))
+    config = {"model_sha256": bsig.model_sha256, "template_sha256": bsig.template_sha256,
+              "label_map_sha256": bsig.label_map_sha256, "prompt_template": template_name,
+              "prefill": prefill, "min_mass": args.min_mass, "backend": bsig.backend}
+    config_sha256 = sha256_json(config)
     done: dict[str, dict[str, Any]] = {}
     if out.exists() and not args.overwrite:
-        for line in out.read_text("utf-8").splitlines():
-            if line.strip():
-                rec = json.loads(line)
+        for rec in read_jsonl_records(out):
+            if "doc_id" not in rec or "system_id" not in rec:
+                raise SystemExit(f"error: {out} holds records that are not from "
+                                 "`localjudge summeval`; use another --out")
+            if rec.get("config_sha256") != config_sha256:
+                raise SystemExit(
+                    f"error: {out} holds records made with a different configuration (model, "
+                    "chat template, prompt, prefill or min_mass); resuming would mix them. "
+                    "Use another --out, or --overwrite to start over")
+            if rec["error"] is None:  # failed items are judged again
                 done[f"{rec['doc_id']}|{rec['system_id']}"] = rec
     elif out.exists():
-        out.unlink()
+        out.unlink()  # --overwrite, after the model loaded and the arguments were checked
+    out.parent.mkdir(parents=True, exist_ok=True)
     todo = [r for r in items if f"{r['doc_id']}|{r['system_id']}" not in done]
     print(f"SummEval doc {items[0]['doc_id']}: {len(items)} summaries, aspect {args.aspect}, "
           f"{len(items) - len(todo)} already in {out}, {len(todo)} to judge")
-    backend = load_backend(args.backend, args.model, **({"n_ctx": args.n_ctx} if args.n_ctx else {}))
-    prefill = PREFILL[args.aspect]
     with out.open("a", encoding="utf-8") as f:
         for r in tqdm(todo, desc="judging", unit="summary", file=sys.stderr):
             prompt = template.replace("{{Document}}", r["source"]).replace(
@@ -102,6 +117,7 @@ def cmd_summeval(args: argparse.Namespace) -> int:
                 "doc_id": r["doc_id"], "system_id": r["system_id"], "aspect": args.aspect,
                 "human": r["scores"][args.aspect], "prompt_template": template_name,
                 "prefill": prefill, "distribution": None, "error": None, "message": None,
+                "config_sha256": config_sha256,
             }
             t0 = time.perf_counter()
             try:

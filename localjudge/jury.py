@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import string
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,7 +29,7 @@ from typing import Any
 
 from localjudge.backends.base import DEFAULT_MIN_MASS, Backend
 from localjudge.errors import ConfigError, LocalJudgeError, LowMassError
-from localjudge.judges.geval import GEval, LLMTestCase
+from localjudge.judges.geval import GEval, LLMTestCase, MissingTestCaseParamsError
 from localjudge.types import ScoreDistribution
 
 __all__ = ["Jury", "JuryMember", "JuryResult", "PromptJudge", "POOLINGS"]
@@ -69,9 +70,26 @@ class PromptJudge:
             raise ConfigError(f"backend must be a localjudge Backend, got {backend!r}")
         if not (callable(prompt) or (isinstance(prompt, str) and prompt.strip())):
             raise ConfigError(f"prompt must be a non-empty template or a function, got {prompt!r}")
+        if (not isinstance(score_range, (tuple, list)) or len(score_range) != 2
+                or not all(isinstance(x, int) and not isinstance(x, bool) for x in score_range)
+                or not score_range[0] < score_range[1]):
+            raise ConfigError(f"score_range must be two ints lo < hi, got {score_range!r}")
         lo, hi = score_range
-        if not (isinstance(lo, int) and isinstance(hi, int) and lo < hi):
-            raise ConfigError(f"score_range must be ints lo < hi, got {score_range!r}")
+        if (isinstance(min_mass, bool) or not isinstance(min_mass, (int, float))
+                or not 0.0 <= float(min_mass) <= 1.0):
+            raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+        if isinstance(prompt, str):
+            try:
+                fields = {f for _, f, _, _ in string.Formatter().parse(prompt) if f is not None}
+            except ValueError as err:
+                raise ConfigError(f"prompt template is malformed: {err}") from None
+            known = set(LLMTestCase().to_dict())
+            if not fields <= known or "" in fields:
+                raise ConfigError(f"prompt template names fields {sorted(fields - known)} ; "
+                                  f"use named LLMTestCase fields {sorted(known)}")
+            self._fields = fields
+        else:
+            self._fields = set()
         self.model = backend
         self.prompt = prompt
         self.name = name or str(backend.signature(range(lo, hi + 1)).model)
@@ -82,12 +100,15 @@ class PromptJudge:
     def render_prompt(self, case: LLMTestCase) -> str:
         if callable(self.prompt):
             return self.prompt(case)
+        values = case.to_dict()
+        missing = sorted(f for f in self._fields if values.get(f) in (None, "", []))
+        if missing:
+            raise MissingTestCaseParamsError(
+                f"test case {case.case_id!r} lacks {missing}, used by the prompt of judge "
+                f"{self.name!r}")
         fields = {k: ("\n".join(v) if isinstance(v, (list, tuple)) else v)
-                  for k, v in case.to_dict().items()}
-        try:
-            return self.prompt.format(**fields)
-        except KeyError as err:
-            raise ConfigError(f"prompt template names unknown field {err}") from None
+                  for k, v in values.items()}
+        return self.prompt.format(**fields)
 
     def score(self, case: LLMTestCase) -> ScoreDistribution:
         lo, hi = self.score_range
@@ -293,6 +314,8 @@ class Jury:
                               message=None)
         try:
             d = judge.score(case)
+        except MissingTestCaseParamsError:
+            raise
         except LowMassError as err:
             return JuryMember(**base, distribution=err.distribution, expected=None,
                               score=None, argmax=None, mass=err.mass, error=err.code,

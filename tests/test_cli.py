@@ -61,3 +61,20 @@ def test_low_mass_items_are_errors_not_scores(tmp_path, capsys):
         assert r["distribution"]["mass"] < 0.999  # the refused distribution is kept
         assert "below min_mass" in r["message"]
     assert f"errors: {len(low)}" in capsys.readouterr().out
+
+
+def test_resume_refuses_records_of_another_configuration(tmp_path):
+    pytest.importorskip("llama_cpp")
+    require_model("smollm2-135m-instruct")
+    if not SUMMEVAL.is_file():
+        pytest.skip(f"shared data missing: {SUMMEVAL}")
+    out = tmp_path / "r.jsonl"
+    assert _run(out, "--min-mass", "0") == 0
+    before = out.read_text()
+    with pytest.raises(SystemExit, match="different configuration"):
+        _run(out, "--min-mass", "0.5")
+    assert out.read_text() == before  # nothing lost
+    with pytest.raises(SystemExit):  # a bad model with --overwrite must not delete the file
+        main(["summeval", "--data", str(SUMMEVAL), "--model", "no-such-model", "--out",
+              str(out), "--overwrite"])
+    assert out.read_text() == before

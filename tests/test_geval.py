@@ -204,8 +204,73 @@ def test_evaluate_records_per_item_errors_and_resumes(tmp_path):
     assert GEvalResult.from_dict(json.loads(lines[0])) == recs[0]
     n_calls = len(ok.model.calls)
     again = evaluate(cases, [ok], out=out)
-    assert len(ok.model.calls) == n_calls and again == recs  # nothing redone
-    assert len(out.read_text().splitlines()) == 3  # nothing duplicated
+    assert len(ok.model.calls) == n_calls  # scored items not redone
+    assert again[0] == recs[0] and again[2] == recs[2] and again[1].error == "missing_params"
+    # the failed item was tried again (and failed again); scored ones were not re-written
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [x["case_id"] for x in lines] == ["c1", "c2", "c3", "c2"]
+
+
+def test_resume_redecides_success_under_the_current_threshold(tmp_path):
+    out = tmp_path / "r.jsonl"
+    m = metric({"4": 1.0}, threshold=0.5)
+    assert evaluate([CASE], [m], out=out)[0].success
+    m.threshold = 0.9
+    again = evaluate([CASE], [m], out=out)
+    assert not again[0].success and again[0].threshold == 0.9
+    assert again[0].score == pytest.approx(0.75)
+
+
+def test_resume_refuses_records_of_another_configuration(tmp_path):
+    out = tmp_path / "r.jsonl"
+    evaluate([CASE], [metric({"4": 1.0})], out=out)
+    other = metric({"4": 1.0}, evaluation_steps=["Something else entirely."])
+    with pytest.raises(ConfigError, match="different judge configuration"):
+        evaluate([CASE], [other], out=out)
+    assert evaluate([CASE], [other], out=out, resume=False)[0].score == pytest.approx(0.75)
+
+
+def test_resume_drops_a_partial_last_line_and_names_bad_lines(tmp_path):
+    out = tmp_path / "r.jsonl"
+    m = metric({"4": 1.0})
+    cases = [CASE, LLMTestCase(input="q", actual_output="a", name="c3")]
+    evaluate(cases, [m], out=out)
+    text = out.read_text()
+    out.write_text(text[: len(text) - 40])  # interrupted in the middle of the last record
+    recs = evaluate(cases, [m], out=out)
+    assert [r.case_id for r in recs] == ["c1", "c3"]
+    assert [json.loads(x)["case_id"] for x in out.read_text().splitlines()] == ["c1", "c3"]
+    out.write_text("garbage\n" + out.read_text())
+    with pytest.raises(ConfigError, match="r.jsonl:1 is not valid JSON"):
+        evaluate(cases, [m], out=out)
+
+
+def test_duplicate_case_ids_and_bad_items_are_refused_before_touching_the_file(tmp_path):
+    out = tmp_path / "r.jsonl"
+    out.write_text("keep me\n")
+    m = metric({"4": 1.0})
+    twins = [LLMTestCase(input="a", actual_output="x", name="same"),
+             LLMTestCase(input="b", actual_output="y", name="same")]
+    with pytest.raises(ConfigError, match="unique"):
+        evaluate(twins, [m], out=out, resume=False)
+    with pytest.raises(ConfigError, match="LLMTestCase"):
+        evaluate([{"input": "x"}], [m], out=out, resume=False)
+    assert out.read_text() == "keep me\n"  # nothing lost
+
+
+@pytest.mark.parametrize("kw", [{"context": [1]}, {"actual_output": [1, 2]},
+                                {"context": "one string"}, {"input": b"bytes"},
+                                {"name": object()}])
+def test_test_case_field_types_are_checked(kw):
+    with pytest.raises(ConfigError, match="test case"):
+        LLMTestCase(**kw)
+
+
+@pytest.mark.parametrize("kw", [{"min_mass": float("nan")}, {"min_mass": 2}, {"min_mass": None},
+                                {"boundary": "bogus"}, {"seed": -1}, {"seed": "abc"}])
+def test_geval_settings_checked_at_construction(kw):
+    with pytest.raises(ConfigError):
+        metric({"4": 1.0}, **kw)
 
 
 def test_evaluate_rejects_duplicate_metric_names():

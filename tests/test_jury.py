@@ -97,3 +97,18 @@ def test_geval_judges_in_a_jury():
     r = Jury([g1, g2]).measure(CASE)
     assert r.score == pytest.approx((0.75 + 0.25) / 2)
     assert [m.family for m in r.members] == ["f1", "f2"]
+
+
+def test_prompt_judge_refuses_missing_fields_and_bad_templates():
+    j = judge({"3": 1.0}, "a", "j", )
+    ref = PromptJudge(j.model, "Reference: {expected_output}\nAnswer: {actual_output}", name="r")
+    from localjudge.judges.geval import MissingTestCaseParamsError
+
+    with pytest.raises(MissingTestCaseParamsError, match="expected_output"):
+        Jury([ref]).measure(CASE)
+    for bad in ["{0}", "{", "{nope}"]:
+        with pytest.raises(ConfigError):
+            PromptJudge(j.model, bad)
+    for kw in [{"score_range": (1, 5, 7)}, {"min_mass": float("nan")}, {"min_mass": 2}]:
+        with pytest.raises(ConfigError):
+            PromptJudge(j.model, TPL, **kw)

@@ -43,6 +43,7 @@ from localjudge.errors import (
     LowMassError,
     ParseFailureError,
 )
+from localjudge.records import read_jsonl_records
 from localjudge.signature import sha256_json
 from localjudge.types import ScoreDistribution
 from localjudge.version import __version__
@@ -114,6 +115,23 @@ class LLMTestCase:
     context: Sequence[str] | None = None
     retrieval_context: Sequence[str] | None = None
     name: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in ("input", "actual_output", "expected_output"):
+            v = getattr(self, f)
+            if v is not None and not isinstance(v, str):
+                raise ConfigError(f"test case field {f!r} must be str or None, got "
+                                  f"{type(v).__name__}: {v!r:.80}")
+        for f in ("context", "retrieval_context"):
+            v = getattr(self, f)
+            if v is None:
+                continue
+            if isinstance(v, str) or not isinstance(v, (list, tuple)) or not all(
+                    isinstance(x, str) for x in v):
+                raise ConfigError(f"test case field {f!r} must be a list of str or None, got "
+                                  f"{v!r:.80}")
+        if self.name is not None and not isinstance(self.name, (str, int)):
+            raise ConfigError(f"test case name must be str or int, got {self.name!r:.80}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -373,6 +391,13 @@ class GEval:
         if method == "logprobs" and not model.supports_logprobs:
             raise ConfigError(f"backend {model.name!r} has no logprobs; use method='parsed'")
         _check_threshold(threshold)
+        if (isinstance(min_mass, bool) or not isinstance(min_mass, (int, float))
+                or not 0.0 <= float(min_mass) <= 1.0):
+            raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+        if boundary not in ("prefix", "all"):
+            raise ConfigError(f"boundary must be 'prefix' or 'all', got {boundary!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
         params: list[LLMTestCaseParams] = []
         for p in evaluation_params:
             try:
@@ -421,7 +446,7 @@ class GEval:
             raise ConfigError(f"score_range needs lo < hi, got {tuple(score_range)}")
         if lo < 0 or hi - lo > 100:
             raise ConfigError(f"score_range must be within 0..lo+100, got {tuple(score_range)}")
-        spans = sorted(r.score_range for r in rubric)
+        spans = sorted(tuple(r.score_range) for r in rubric)
         for a, b in spans:
             if a < lo or b > hi:
                 raise ConfigError(f"rubric range {(a, b)} lies outside the scale {(lo, hi)}")
@@ -722,33 +747,60 @@ def evaluate(
         test_cases: the items.
         metrics: the metrics (measured in order for each item).
         out: JSONL path; each record is appended as soon as it is made.
-        resume: with ``out``, skip (test case, metric) pairs already recorded there and
-            return their stored records.
+        resume: with ``out``, skip (test case, metric) pairs already scored there and return
+            their stored records, with ``success`` re-decided under the current threshold.
+            Failed items are judged again; a partial last line (interrupted write) is
+            dropped. Records made with a different judge configuration raise instead of
+            being mixed in.
         show_progress: tqdm progress bar on stderr.
 
     Returns:
         Records in (test case, metric) order.
 
     Raises:
-        ConfigError: no metrics, or two metrics with the same name.
+        ConfigError: no metrics, two metrics with the same name, a non-``LLMTestCase`` item,
+            duplicate case ids, an unreadable results file, or stored records from another
+            judge configuration.
     """
     cases = list(test_cases)
     metrics = list(metrics)
     if not metrics:
         raise ConfigError("evaluate needs at least one metric")
+    bad = [i for i, c in enumerate(cases) if not isinstance(c, LLMTestCase)]
+    if bad:
+        raise ConfigError(f"test cases must be LLMTestCase; items {bad[:5]} are not")
     names = [m.name for m in metrics]
     if len(set(names)) != len(names):
         raise ConfigError(f"metric names must be unique for the records, got {names}")
+    ids = [c.case_id for c in cases]
+    dups = sorted({i for i in ids if ids.count(i) > 1})
+    if dups:
+        raise ConfigError(f"test case ids must be unique (they key the records), duplicated: "
+                          f"{dups[:5]}; give distinct names")
     done: dict[tuple[str, str], GEvalResult] = {}
     path = Path(out) if out is not None else None
-    if path is not None and path.exists():
-        if resume:
-            for line in path.read_text("utf-8").splitlines():
-                if line.strip():
-                    r = GEvalResult.from_dict(json.loads(line))
-                    done[(r.case_id, r.name)] = r
-        else:
-            path.unlink()
+    if path is not None and path.exists() and resume:
+        sigs = {m.name: m.signature() for m in metrics}
+        for d in read_jsonl_records(path):
+            try:
+                r = GEvalResult.from_dict(d)
+            except (KeyError, TypeError, ValueError) as err:
+                raise ConfigError(f"{path} holds a record that is not a G-Eval result "
+                                  f"({type(err).__name__}: {err})") from None
+            if r.name not in sigs or r.error is not None:
+                continue  # other metrics are kept in the file; failed items are redone
+            if r.signature != sigs[r.name]:
+                raise ConfigError(
+                    f"{path} holds records of metric {r.name!r} made with a different judge "
+                    "configuration (model, template, steps, scale or parameters); resuming "
+                    "would mix them. Use a new output file or resume=False / --overwrite")
+            done[(r.case_id, r.name)] = r
+    elif path is not None and path.exists():
+        path.unlink()  # resume=False: start over (after every check above passed)
+    by_name = {m.name: m for m in metrics}
+    for key, r in list(done.items()):  # threshold and strict mode are policy: re-decide
+        m = by_name[key[1]]
+        done[key] = r.with_threshold(m.threshold, m.strict_mode)
     todo = [(c, m) for c in cases for m in metrics if (c.case_id, m.name) not in done]
     it: Iterable[tuple[LLMTestCase, GEval]] = todo
     if show_progress:
@@ -765,18 +817,17 @@ def evaluate(
             try:
                 metric.measure(case)
                 rec = metric.result if metric.result is not None else _never()
-            except ConfigError as err:
+            except LocalJudgeError as err:
                 rec = GEvalResult(
-                    name=metric.name, case_id=case.case_id if isinstance(case, LLMTestCase)
-                    else "?", score=None, raw_score=None, argmax_score=None,
-                    distribution=None, mass=None, threshold=metric.threshold,
-                    strict=metric.strict_mode, success=False, reason=None, error=err.code,
-                    message=str(err), method=metric._method(),
+                    name=metric.name, case_id=case.case_id, score=None, raw_score=None,
+                    argmax_score=None, distribution=None, mass=None,
+                    threshold=metric.threshold, strict=metric.strict_mode, success=False,
+                    reason=None, error=err.code, message=str(err), method=metric._method(),
                     evaluation_steps=metric.evaluation_steps or (), signature={},
                     seconds=time.perf_counter() - t0)
             done[(rec.case_id, rec.name)] = rec
             if fh is not None:
-                fh.write(json.dumps(rec.to_dict()) + "\n")
+                fh.write(json.dumps(rec.to_dict(), allow_nan=False) + "\n")
                 fh.flush()
     finally:
         if fh is not None:
