@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench.speed: G-Eval coherence prompt, SummEval {doc_id}, {len(prompts)} summaries, "
           f"median of {args.repeats} interleaved repeats")
     hdr = (f"{'model':30} {'tokens':>6} {'call s':>7} {'raw s':>7} {'ratio':>6} "
-           f"{'cold16 s':>8} {'reuse16 s':>9} {'speedup':>7} {'tok cold/reuse':>15} {'RSS MB':>7}")
+           f"{f'cold{len(prompts)} s':>8} {f'reuse{len(prompts)} s':>9} {'speedup':>7} "
+           f"{'tok cold/reuse':>15} {'RSS MB':>7}")
     print(hdr)
     for r in rows:
         print(f"{r['model']:30} {r['prompt_tokens']:6d} {r['score_distribution_s_median']:7.3f} "

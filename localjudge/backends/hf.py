@@ -139,7 +139,7 @@ def _hub_error(model: str, revision: str | None, err: Exception | None) -> Model
     return ModelFileError(
         f"model {model!r}{rev} is not an embedded manifest name, an existing .gguf file or "
         f"model folder, nor in the local Hugging Face cache; localjudge never downloads at run "
-        f"time: fetch it first (e.g. `huggingface-cli download {model}`) or pass a local path. "
+        f"time: fetch it first (e.g. `hf download {model}`) or pass a local path. "
         f"Embedded manifests: {known}" + (f" ({err})" if err else ""),
         path=model,
     )
