@@ -15,7 +15,7 @@ import platform
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ def make_run_dir(experiment: str, signature: Any, *, root: Path | None = None) -
         The new, empty folder (a ``-2``, ``-3`` ... suffix is added if it already exists).
     """
     base = (root or RESULTS_ROOT) / experiment
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     name = f"{stamp}-{sha256_json(signature)[:8]}"
     path = base / name
     k = 2
@@ -126,7 +126,7 @@ def run_config(
         "platform": platform.platform(),
         "device": device,
         "dtype": dtype,
-        "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "utc": datetime.now(UTC).isoformat(timespec="seconds"),
         **(dict(extra) if extra else {}),
     }
 

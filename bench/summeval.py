@@ -36,8 +36,12 @@ import numpy as np
 from bench._common import make_run_dir, run_config, shared_data_dir, write_json
 from localjudge.judges.geval import GEval, GEvalResult, LLMTestCase, LLMTestCaseParams, evaluate
 from localjudge.models import DEFAULT_JUDGE
-from localjudge.stats import count_ties, pooled_correlation, summary_level_correlation
-from localjudge.stats import summary_level_correlation_ci
+from localjudge.stats import (
+    count_ties,
+    pooled_correlation,
+    summary_level_correlation,
+    summary_level_correlation_ci,
+)
 
 IN, OUT, CTX = (LLMTestCaseParams.INPUT, LLMTestCaseParams.ACTUAL_OUTPUT,
                 LLMTestCaseParams.CONTEXT)
@@ -218,7 +222,7 @@ def plot(path: Path, results: dict[str, dict[str, Any]], title: str) -> None:
         xs_a = [p[0] for p in pts if p[2] is not None]
         ax.scatter(xs_a, ys_a, s=8, alpha=0.4, marker="x", label="argmax")
         rho = results[dim]["stats"]["weighted"]["summary_level"]["rho"]
-        ax.set_title(f"{dim} (summary ρ={rho:.3f})" if rho == rho else dim)
+        ax.set_title(dim if rho is None or math.isnan(rho) else f"{dim} (summary ρ={rho:.3f})")
         ax.set_xlabel("human")
         ax.set_ylabel("judge")
         ax.legend(fontsize=7)
@@ -300,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{d:13} {kind:8} {_fmt_ci(rho_ci):26} {_fmt_ci(tau_ci):26} "
                   f"{sl['n_groups_used']:>4}/{sl['n_groups']:<4} "
                   f"{k['ties']['n_tied_pairs']:>10} "
-                  f"{pooled if pooled == pooled else float('nan'):10.3f} {st['n_errors']:>6}")
+                  f"{float('nan') if pooled is None else pooled:10.3f} {st['n_errors']:>6}")
     for d, m in metrics.items():
         from localjudge.signature import Signature
 

@@ -182,7 +182,8 @@ def part2(items: list[dict[str, Any]], default: Any, seed: int, panel_min_mass: 
           f"{'var pooled':>10} {'mass':>6} {'missing':>7}")
     for r in rows:
         def f(x: Any, w: int = 7, p: int = 3) -> str:
-            return f"{x:{w}.{p}f}" if isinstance(x, float) and x == x else f"{'-':>{w}}"
+            ok = isinstance(x, float) and not math.isnan(x)
+            return f"{x:{w}.{p}f}" if ok else f"{'-':>{w}}"
         k = "inf" if r["k"] == 0 else str(r["k"])
         print(f"  {r['panel']:58} {k:>3} {f(r['rho'])} {f(r['bias'])} {f(r['between_var'], 11)} "
               f"{f(r['var_pooled'], 10)} {f(r['mean_mass'], 6)} {r['n_missing']:>7}")

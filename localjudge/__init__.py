@@ -21,11 +21,11 @@ from localjudge.types import Message, ScoreDistribution, TopToken
 from localjudge.version import __version__
 
 __all__ = [
+    "DEFAULT_LABELS",
     "Backend",
     "BackendError",
     "ConfigError",
     "ContextOverflowError",
-    "DEFAULT_LABELS",
     "LabelMap",
     "LocalJudgeError",
     "LowMassError",

@@ -2,5 +2,5 @@
 ``localjudge.metrics.bertscore`` (STYLE.md layout). Importing this module imports torch only
 when a scorer is constructed."""
 
-from localjudge.metrics.bertscore import *  # noqa: F401,F403
+from localjudge.metrics.bertscore import *
 from localjudge.metrics.bertscore import __all__  # noqa: F401

@@ -31,7 +31,7 @@ from localjudge.models import DEFAULT_JUDGE, list_manifests
 from localjudge.records import read_jsonl_records
 from localjudge.signature import sha256_json
 
-__all__ = ["main", "SUMMEVAL_PROMPTS"]
+__all__ = ["SUMMEVAL_PROMPTS", "main"]
 
 SUMMEVAL_PROMPTS = {"coherence": "summeval_coherence_v1"}
 """Aspect -> versioned prompt template in ``localjudge/prompts`` (G-Eval's SummEval prompts,
@@ -72,9 +72,8 @@ def _fmt_dist(d: dict[str, Any]) -> str:
 def cmd_summeval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from localjudge.stats import count_ties, pooled_correlation
-
     from localjudge.backends import load_backend
+    from localjudge.stats import count_ties, pooled_correlation
 
     if args.aspect not in SUMMEVAL_PROMPTS:
         raise SystemExit(f"error: --aspect {args.aspect!r}; available: {sorted(SUMMEVAL_PROMPTS)}")

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 import math
-import string
 import statistics
+import string
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +32,7 @@ from localjudge.errors import ConfigError, LocalJudgeError, LowMassError
 from localjudge.judges.geval import GEval, LLMTestCase, MissingTestCaseParamsError
 from localjudge.types import ScoreDistribution
 
-__all__ = ["Jury", "JuryMember", "JuryResult", "PromptJudge", "POOLINGS"]
+__all__ = ["POOLINGS", "Jury", "JuryMember", "JuryResult", "PromptJudge"]
 
 logger = logging.getLogger(__name__)
 

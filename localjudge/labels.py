@@ -52,9 +52,9 @@ from localjudge.signature import sha256_json
 __all__ = [
     "DEFAULT_LABELS",
     "LabelMap",
+    "label_probabilities",
     "normalize_labels",
     "resolve_label_ids",
-    "label_probabilities",
 ]
 
 DEFAULT_LABELS: tuple[str, ...] = ("1", "2", "3", "4", "5")

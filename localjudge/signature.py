@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Signature", "sha256_text", "sha256_json"]
+__all__ = ["Signature", "sha256_json", "sha256_text"]
 
 
 def sha256_text(text: str) -> str:

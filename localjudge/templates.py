@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 from localjudge.errors import ConfigError, TemplateError
 from localjudge.types import Message
 
-__all__ = ["render_chat", "build_messages"]
+__all__ = ["build_messages", "render_chat"]
 
 
 def _raise_exception(message: str) -> NoReturn:

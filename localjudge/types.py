@@ -14,7 +14,7 @@ from typing import Any
 from localjudge.errors import ConfigError
 from localjudge.signature import Signature
 
-__all__ = ["Message", "TopToken", "ScoreDistribution", "ScoreSamples", "to_messages"]
+__all__ = ["Message", "ScoreDistribution", "ScoreSamples", "TopToken", "to_messages"]
 
 _ROLES = ("system", "user", "assistant")
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from localjudge.errors import ModelFileError  # noqa: E402
-from localjudge.models import ModelManifest, list_manifests, load_manifest, verify_file  # noqa: E402
+from localjudge.errors import ModelFileError
+from localjudge.models import ModelManifest, list_manifests, load_manifest, verify_file
 
 
 def _download(package: str, version: str, dest: Path) -> Path:

@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _prompts import CASES  # noqa: E402
+from _prompts import CASES
 
-from localjudge.backends.llama_cpp import LlamaCppBackend  # noqa: E402
+from localjudge.backends.llama_cpp import LlamaCppBackend
 
 
 def main() -> int:

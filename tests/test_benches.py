@@ -8,7 +8,6 @@ import json
 import math
 
 import pytest
-
 from conftest import SHARED_DATA, require_model
 
 pytestmark = pytest.mark.model

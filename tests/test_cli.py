@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import SHARED_DATA, require_model
+
 from localjudge.cli import main
 
 pytestmark = pytest.mark.model

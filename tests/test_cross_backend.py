@@ -80,7 +80,7 @@ def cross_report(hf_load_s):
         return
     from localjudge.version import package_versions
 
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     REPORT_DIR.mkdir(parents=True, exist_ok=True)
     out = REPORT_DIR / f"tvd-{stamp}.json"
     out.write_text(json.dumps({

@@ -15,7 +15,7 @@ from localjudge.labels import normalize_labels
     ("labels", "expected"),
     [
         (None, ("1", "2", "3", "4", "5")),
-        (range(0, 11), tuple(str(i) for i in range(11))),
+        (range(11), tuple(str(i) for i in range(11))),
         ([1, 2, 3], ("1", "2", "3")),
         (("Yes", "No"), ("Yes", "No")),
         (("A", "B"), ("A", "B")),
@@ -63,7 +63,7 @@ def test_spellings_are_token_ids_with_and_without_space():
 
 def test_ten_is_spelled_by_two_tokens():
     fb = _fb()
-    lm = fb.resolve_labels(range(0, 11))
+    lm = fb.resolve_labels(range(11))
     vocab = fb._vocab()
     assert any([vocab[t] for t in seq] == ["1", "0"] for seq in lm.spellings["10"])
     assert lm.max_len >= 2
@@ -80,7 +80,7 @@ def test_exact_multi_token_label_probability():
     # After "1": p("0") = 0.4 (-> label 10), p(".") = 0.5 (non-digit: label 1 ends), rest "\n".
     # P(1) = 0.5 * (1 - 0.4) = 0.3 ; P(10) = 0.5 * 0.4 = 0.2 ; P(5) = 0.3 ; mass = 0.8
     fb = FakeBackend({"1": 0.5, " 5": 0.3}, continuations={("1",): {"0": 0.4, ".": 0.5}})
-    d = fb.score_distribution("Rate it.", range(0, 11), min_mass=0)
+    d = fb.score_distribution("Rate it.", range(11), min_mass=0)
     raw = dict(zip(d.labels, (math.exp(x) for x in d.logprobs)))
     assert raw["1"] == pytest.approx(0.3, abs=1e-12)
     assert raw["10"] == pytest.approx(0.2, abs=1e-12)
@@ -95,7 +95,7 @@ def test_other_digits_after_one_are_not_labels():
     # "1" then "5" is "15": neither 1 nor 10 on a 0-10 scale, so that mass is lost.
     # P(1) = 0.9 * (1 - 0.6) = 0.36 ; P(10) = 0.9 * 0.1 = 0.09 ; mass = 0.45
     fb = FakeBackend({"1": 0.9}, continuations={("1",): {"0": 0.1, "5": 0.5}})
-    d = fb.score_distribution("Rate it.", range(0, 11), min_mass=0)
+    d = fb.score_distribution("Rate it.", range(11), min_mass=0)
     assert d.mass == pytest.approx(0.45, abs=1e-12)
     assert d.as_dict()["1"] == pytest.approx(0.8, abs=1e-12)
 
@@ -131,7 +131,7 @@ def test_boundary_all_excludes_ten_from_label_one_on_a_1_5_scale():
 
 def test_pruned_prefix_mass_is_reported():
     fb = FakeBackend({"1": 1e-9, "2": 0.99}, continuations={("1",): {"0": 0.5}})
-    d = fb.score_distribution("Rate it.", range(0, 11), min_mass=0)
+    d = fb.score_distribution("Rate it.", range(11), min_mass=0)
     assert d.pruned_mass == pytest.approx(1e-9, rel=1e-9)
     assert d.as_dict()["10"] == 0.0
 

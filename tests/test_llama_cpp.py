@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from _prompts import CASES, COHERENCE_PROMPT
 from conftest import require_model
+
 from localjudge import ContextOverflowError, TemplateError
 from localjudge.models import model_path
 

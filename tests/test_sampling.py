@@ -19,7 +19,7 @@ def _fb():
 
 
 def test_draws_follow_the_raw_distribution_and_count_non_labels():
-    s = _fb().sample_scores("Rate.", range(0, 11), n=20000, seed=1)
+    s = _fb().sample_scores("Rate.", range(11), n=20000, seed=1)
     freq = dict(zip(s.labels, (c / s.n for c in s.counts)))
     # binomial sd for p=0.3, n=20000 is 0.0032: 5 sd = 0.016
     assert freq["10"] == pytest.approx(0.3, abs=0.016)
@@ -38,7 +38,7 @@ def test_never_samples_from_the_renormalised_labels():
 
 
 def test_sem_arithmetic():
-    exact = _fb().score_distribution("Rate.", range(0, 11), min_mass=0)
+    exact = _fb().score_distribution("Rate.", range(11), min_mass=0)
     draws = ["1", "9", "10", "10", None]
     s = ScoreSamples.from_draws(exact, draws, {"\n": 1}, temperature=1.0, seed=0)
     # label draws 1, 9, 10, 10: mean 7.5 ; deviations -6.5, 1.5, 2.5, 2.5
@@ -56,9 +56,9 @@ def test_sem_arithmetic():
 
 
 def test_seed_reproducibility():
-    a = _fb().sample_scores("Rate.", range(0, 11), n=200, seed=7)
-    b = _fb().sample_scores("Rate.", range(0, 11), n=200, seed=7)
-    c = _fb().sample_scores("Rate.", range(0, 11), n=200, seed=8)
+    a = _fb().sample_scores("Rate.", range(11), n=200, seed=7)
+    b = _fb().sample_scores("Rate.", range(11), n=200, seed=7)
+    c = _fb().sample_scores("Rate.", range(11), n=200, seed=8)
     assert a.draws == b.draws and a.draws != c.draws
 
 

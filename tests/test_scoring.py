@@ -158,7 +158,7 @@ def test_template_raise_exception_becomes_template_error():
 
 def test_json_round_trip():
     fb = FakeBackend({"1": 0.5, "2": 0.1}, continuations={("1",): {"0": 0.5}})
-    d = fb.score_distribution("Rate it.", range(0, 11), min_mass=0, prefill="Score:")
+    d = fb.score_distribution("Rate it.", range(11), min_mass=0, prefill="Score:")
     s = json.dumps(d.to_dict())
     back = ScoreDistribution.from_dict(json.loads(s))
     assert back == d
@@ -176,7 +176,7 @@ def test_signature_records_what_was_applied():
     assert line.startswith("backend:fake-0|model:fake@00000000|tmpl:")
     assert "labels:1-5@" in line and "min_mass:0.5" in line and line.endswith("v:0.1.0")
     # different labels -> different label-map hash
-    d2 = fb.score_distribution("Rate it.", range(0, 11), min_mass=0)
+    d2 = fb.score_distribution("Rate it.", range(11), min_mass=0)
     assert d2.signature.label_map_sha256 != sig.label_map_sha256
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from localjudge.backends.base import Backend
 from localjudge.errors import ConfigError
 
-__all__ = ["Backend", "BACKENDS", "load_backend"]
+__all__ = ["BACKENDS", "Backend", "load_backend"]
 
 BACKENDS: dict[str, str] = {
     "llama_cpp": "localjudge.backends.llama_cpp:LlamaCppBackend",

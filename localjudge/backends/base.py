@@ -36,7 +36,7 @@ from localjudge.signature import Signature, sha256_text
 from localjudge.templates import build_messages, render_chat
 from localjudge.types import Message, ScoreDistribution, ScoreSamples, TopToken, to_messages
 
-__all__ = ["Backend", "DEFAULT_MIN_MASS", "DEFAULT_PRUNE_BELOW", "N_TOP_TOKENS", "log_softmax"]
+__all__ = ["DEFAULT_MIN_MASS", "DEFAULT_PRUNE_BELOW", "N_TOP_TOKENS", "Backend", "log_softmax"]
 
 logger = logging.getLogger(__name__)
 

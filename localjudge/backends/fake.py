@@ -19,7 +19,7 @@ from localjudge.backends.base import Backend
 from localjudge.errors import ConfigError
 from localjudge.version import package_versions
 
-__all__ = ["FakeBackend", "CHATML_TEMPLATE"]
+__all__ = ["CHATML_TEMPLATE", "FakeBackend"]
 
 CHATML_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"

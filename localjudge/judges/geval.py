@@ -32,7 +32,7 @@ import math
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +49,12 @@ from localjudge.types import ScoreDistribution
 from localjudge.version import __version__
 
 __all__ = [
+    "PROMPT_TEMPLATE_VERSION",
     "GEval",
     "GEvalResult",
     "LLMTestCase",
     "LLMTestCaseParams",
     "MissingTestCaseParamsError",
-    "PROMPT_TEMPLATE_VERSION",
     "Rubric",
     "assert_test",
     "decide_success",
