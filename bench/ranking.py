@@ -9,7 +9,7 @@ above a negation?
    G-Eval when llama-cpp-python and the default judge are available; each metric's implied
    ranking and whether it matches A > C > B.
 
-   The G-Eval column is the localjudge ``GEval`` metric on
+   The G-Eval row (three-sentence table and, with ``--geval``, the scaled set) is the localjudge ``GEval`` metric on
    ``load_backend("llama_cpp", "qwen2.5-coder-0.5b-instruct")`` with ``GEVAL_CRITERIA`` and the
    fixed ``GEVAL_STEPS`` (Liu et al. 2023, arXiv 2303.16634, section 2); it reports the
    probability-weighted score sum_s s * p(s) over labels 1-5.
@@ -374,9 +374,10 @@ def _build_items(
 
 
 def _scaled_metrics(
-    items: list[dict[str, Any]], lex: Any, scorer: Any
+    items: list[dict[str, Any]], lex: Any, scorer: Any, geval: Any = None
 ) -> tuple[dict[str, np.ndarray], list[str]]:
-    """metric name -> array (n_items, 3) of scores for (A, C, B)."""
+    """metric name -> array (n_items, 3) of scores for (A, C, B); G-Eval (expected score,
+    1-5) included when ``geval`` is given (one judge call per candidate, with progress)."""
     out: dict[str, list[list[float]]] = {}
     names = ["BLEU-4", "BLEU-4 smoothed (exp)", "BLEU-2", "ROUGE-1 F1", "ROUGE-2 F1", "ROUGE-L F1"]
     fields = ["bleu4", "bleu4_smoothed", "bleu2", "rouge1_f1", "rouge2_f1", "rouge_l_f1"]
@@ -397,6 +398,12 @@ def _scaled_metrics(
     for k in range(by_layer.shape[0]):
         if k != layer:
             arrays[f"BERTScore F (L{k})"] = by_layer[k, :, 2].reshape(n_items, 3)
+    if geval is not None:
+        from tqdm import tqdm
+
+        g = [[geval(it[k], it["R"])["score"] for k in HUMAN_ORDER]
+             for it in tqdm(items, desc="G-Eval (scaled)", unit="item", file=sys.stderr)]
+        arrays[f"G-Eval ({GEVAL_MODEL.split('-instruct')[0]})"] = np.array(g, dtype=float)
     order = list(arrays)
     return arrays, order
 
@@ -534,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         keep=args.truncate_keep,
         limit=args.limit,
     )
-    arrays, order = _scaled_metrics(items, lex, scorer)
+    arrays, order = _scaled_metrics(items, lex, scorer, geval)
     summary_rows = _summarise(arrays, order, seed=args.seed, n_boot=args.n_bootstrap)
     print(
         f"\n== 2. scaled: {len(items)} SummEval items (seed {args.seed}, "
