@@ -40,6 +40,7 @@ import torch
 import transformers
 
 from localjudge.backends._resolve import looks_like_manifest_name, resolve_model_file
+from localjudge.backends._blocks import canonical_chunks, plan_reuse
 from localjudge.backends.base import Backend, log_softmax
 from localjudge.errors import BackendError, ConfigError, ModelFileError
 from localjudge.models import MODELS_DIR, cache_dir, file_sha256, load_manifest
@@ -602,17 +603,7 @@ class HFBackend(Backend):
         target = prompt + suffix
         n_p, bs = len(prompt), self.block_size
         kv = self._kv_ids
-        common = 0
-        n = min(len(kv), len(target))
-        while common < n and kv[common] == target[common]:
-            common += 1
-        if self._kv_n_prompt == n_p and common >= n_p:
-            r = common  # same prompt: its blocks and the matching single-token suffix reuse
-        else:
-            r = (min(common, n_p, self._kv_n_prompt) // bs) * bs  # whole canonical blocks only
-        if r == len(target):  # everything cached; the last position's logits are needed
-            r = r - 1 if r > n_p else ((n_p - 1) // bs) * bs
-        chunks: list[tuple[int, int]] = []
+        r = plan_reuse(kv, self._kv_n_prompt, prompt, suffix, bs)
         try:
             with torch.inference_mode():
                 if self._cache is None or r == 0:
@@ -624,12 +615,7 @@ class HFBackend(Backend):
                         self._cache, r = self._new_cache(), 0
                 self._kv_ids = list(target[:r])
                 self._kv_n_prompt = n_p
-                pos = r
-                while pos < n_p:
-                    end = min((pos // bs + 1) * bs, n_p)
-                    chunks.append((pos, end))
-                    pos = end
-                chunks += [(i, i + 1) for i in range(max(r, n_p), len(target))]
+                chunks = canonical_chunks(r, n_p, len(target), bs)
                 kwargs: dict[str, Any] = {self._cache_kw: self._cache, "use_cache": True}
                 if self._keep_kw is not None:
                     kwargs[self._keep_kw] = 1

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from localjudge.backends._resolve import resolve_model_file
+from localjudge.backends._blocks import canonical_chunks, plan_reuse
 from localjudge.backends.base import Backend, log_softmax
 from localjudge.errors import BackendError, ConfigError
 from localjudge.version import package_versions
@@ -187,29 +188,14 @@ class LlamaCppBackend(Backend):
         target = prompt + suffix
         n_p, bs = len(prompt), self.block_size
         kv = self._kv_ids
-        common = 0
-        n = min(len(kv), len(target))
-        while common < n and kv[common] == target[common]:
-            common += 1
-        if self._kv_n_prompt == n_p and common >= n_p:
-            r = common  # same prompt: its blocks and the matching single-token suffix reuse
-        else:
-            r = (min(common, n_p, self._kv_n_prompt) // bs) * bs  # whole canonical blocks only
-        if r == len(target):  # everything cached; the last position's logits are needed
-            r = r - 1 if r > n_p else ((n_p - 1) // bs) * bs
+        r = plan_reuse(kv, self._kv_n_prompt, prompt, suffix, bs)
         ctx = self._llama._ctx
         if not ctx.kv_cache_seq_rm(0, r, -1):
             ctx.kv_cache_seq_rm(0, 0, -1)  # memory type without partial removal: start over
             r = 0
         self._kv_ids = list(target[:r])
         self._kv_n_prompt = n_p
-        chunks: list[tuple[int, int]] = []
-        pos = r
-        while pos < n_p:
-            end = min((pos // bs + 1) * bs, n_p)
-            chunks.append((pos, end))
-            pos = end
-        chunks += [(i, i + 1) for i in range(max(r, n_p), len(target))]
+        chunks = canonical_chunks(r, n_p, len(target), bs)
         batch = self._llama._batch
         try:
             for lo, hi in chunks:
