@@ -490,3 +490,12 @@ def test_folder_of_embedded_model_is_recognised(minilm_dir: str) -> None:
     assert s.model_name == "all-minilm-l6-v2" and s.n_layers == 6
     with pytest.raises(ConfigError, match="layer"):
         BERTScorer(minilm_dir, -1)
+
+
+@pytest.mark.model
+def test_text_of_only_unknown_tokens_is_refused_not_a_perfect_match():
+    from localjudge.metrics.bertscore import BERTScorer, UnknownTextError
+
+    scorer = BERTScorer("all-minilm-l6-v2")
+    with pytest.raises(UnknownTextError, match="unknown tokens"):
+        scorer.score(["😀😀"], ["👍"])

@@ -70,6 +70,7 @@ __all__ = [
     "BaselineError",
     "EmptyTextError",
     "TextTooLongError",
+    "UnknownTextError",
     "TokenAlignment",
     "bertscore",
     "load_baseline",
@@ -114,6 +115,22 @@ class EmptyTextError(ConfigError):
         super().__init__(
             f"{argument}[{index}] is empty (after stripping whitespace); BERTScore has no tokens "
             "to match, so no score is defined: drop the item or record it as an error"
+        )
+        self.argument = argument
+        self.index = index
+
+
+class UnknownTextError(ConfigError):
+    """Every content token of a text is the encoder's unknown token (e.g. emoji-only text for
+    a WordPiece vocabulary); BERTScore would compare nothing and report a perfect match."""
+
+    code = "unknown_text"
+
+    def __init__(self, argument: str, index: int, unk: str) -> None:
+        super().__init__(
+            f"{argument}[{index}] consists only of unknown tokens ({unk!r}) for this encoder; "
+            "BERTScore would compare nothing. Use an encoder whose vocabulary covers the text, "
+            "or record the item as an error"
         )
         self.argument = argument
         self.index = index
@@ -758,6 +775,11 @@ class BERTScorer:
         special = tuple(bool(m) or i in self._special_ids for i, m in zip(ids, mask))
         if all(special):
             raise EmptyTextError(argument, index)
+        unk = getattr(self._tokenizer, "unk_token_id", None)
+        if unk is not None and all(s or i == unk for i, s in zip(ids, special)):
+            # every content token is the unknown token: two such texts would "match" perfectly
+            # (F1 = 1.0, as bert_score reports) although nothing was compared
+            raise UnknownTextError(argument, index, self._tokenizer.unk_token)
         return _Encoded(ids, special)
 
     def _encode_all(self, texts: Sequence[str], argument: str) -> list[_Encoded]:
