@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from localjudge.backends.base import DEFAULT_MIN_MASS, Backend
+from localjudge.backends.base import DEFAULT_MIN_MASS, Backend, check_min_mass
 from localjudge.errors import ConfigError, LocalJudgeError, LowMassError
 from localjudge.judges.geval import GEval, LLMTestCase, MissingTestCaseParamsError
 from localjudge.types import ScoreDistribution
@@ -75,9 +75,7 @@ class PromptJudge:
                 or not score_range[0] < score_range[1]):
             raise ConfigError(f"score_range must be two ints lo < hi, got {score_range!r}")
         lo, hi = score_range
-        if (isinstance(min_mass, bool) or not isinstance(min_mass, (int, float))
-                or not 0.0 <= float(min_mass) <= 1.0):
-            raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+        check_min_mass(min_mass)
         if isinstance(prompt, str):
             try:
                 fields = {f for _, f, _, _ in string.Formatter().parse(prompt) if f is not None}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["plan_reuse", "canonical_chunks"]
+__all__ = ["canonical_chunks", "plan_reuse"]
 
 
 def plan_reuse(

@@ -52,6 +52,19 @@ N_TOP_TOKENS = 10
 Prompt = str | Sequence[Message | Mapping[str, str]]
 
 
+def check_min_mass(min_mass: Any) -> None:
+    """Raise ``ConfigError`` unless ``min_mass`` is a number (not bool) in [0, 1]."""
+    if (isinstance(min_mass, bool) or not isinstance(min_mass, (int, float))
+            or not 0.0 <= float(min_mass) <= 1.0):
+        raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+
+
+def check_seed(seed: Any) -> None:
+    """Raise ``ConfigError`` unless ``seed`` is an int (not bool) >= 0."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
+
+
 def _check_temperature(temperature: Any, *, allow_zero: bool) -> None:
     ok = (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
           and math.isfinite(temperature)
@@ -338,9 +351,7 @@ class Backend(ABC):
             >>> d.argmax, d.expected, d.mass
             ('4', 4.25, 1.0)
         """
-        if (isinstance(min_mass, bool) or not isinstance(min_mass, (int, float))
-                or not 0.0 <= float(min_mass) <= 1.0):
-            raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+        check_min_mass(min_mass)
         if not (isinstance(prune_below, (int, float)) and 0.0 <= float(prune_below) < 1.0):
             raise ConfigError(f"prune_below must be a number in [0, 1), got {prune_below!r}")
         if boundary not in ("prefix", "all"):
@@ -462,8 +473,7 @@ class Backend(ABC):
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"n must be an int >= 1, got {n!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
+        check_seed(seed)
         _check_temperature(temperature, allow_zero=False)
         t = float(temperature)
         exact = self.score_distribution(prompt, labels, system=system, prefill=prefill,
@@ -540,8 +550,7 @@ class Backend(ABC):
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
         _check_temperature(temperature, allow_zero=True)
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
+        check_seed(seed)
         text = self.render(prompt, system=system, prefill=prefill, raw=raw)
         ids = self._encode_prompt(text)
         self._check_context(len(ids), max_tokens, what="max_tokens")

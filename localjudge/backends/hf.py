@@ -39,8 +39,8 @@ import numpy as np
 import torch
 import transformers
 
-from localjudge.backends._resolve import looks_like_manifest_name, resolve_model_file
 from localjudge.backends._blocks import canonical_chunks, plan_reuse
+from localjudge.backends._resolve import looks_like_manifest_name, resolve_model_file
 from localjudge.backends.base import Backend, log_softmax
 from localjudge.errors import BackendError, ConfigError, ModelFileError
 from localjudge.models import MODELS_DIR, cache_dir, file_sha256, load_manifest

@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from localjudge.backends._resolve import resolve_model_file
 from localjudge.backends._blocks import canonical_chunks, plan_reuse
+from localjudge.backends._resolve import resolve_model_file
 from localjudge.backends.base import Backend, log_softmax
 from localjudge.errors import BackendError, ConfigError
 from localjudge.version import package_versions

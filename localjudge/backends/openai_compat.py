@@ -68,6 +68,7 @@ from localjudge.backends.base import (
     N_TOP_TOKENS,
     Backend,
     Prompt,
+    check_min_mass,
 )
 from localjudge.errors import BackendError, ConfigError, LocalJudgeError, LowMassError
 from localjudge.labels import LabelMap, _Node, normalize_labels
@@ -514,8 +515,7 @@ class OpenAICompatBackend(Backend):
             LowMassError: returned label mass below ``min_mass`` (distribution attached).
             BackendError: the request failed after retries, or the response has no logprobs.
         """
-        if not (isinstance(min_mass, (int, float)) and 0.0 <= float(min_mass) <= 1.0):
-            raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+        check_min_mass(min_mass)
         if not (isinstance(prune_below, (int, float)) and 0.0 <= float(prune_below) < 1.0):
             raise ConfigError(f"prune_below must be a number in [0, 1), got {prune_below!r}")
         if boundary != "prefix":

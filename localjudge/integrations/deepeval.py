@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any
 
-from localjudge.backends.base import DEFAULT_MIN_MASS, Backend
+from localjudge.backends.base import DEFAULT_MIN_MASS, Backend, check_min_mass
 from localjudge.errors import ConfigError
 from localjudge.types import ScoreDistribution
 
@@ -136,8 +136,7 @@ class LocalJudgeModel(DeepEvalBaseLLM):  # type: ignore[misc,no-untyped-call,unu
                             ("max_tokens", max_tokens, 1)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise ConfigError(f"{name} must be an int >= {lo}, got {v!r}")
-        if not (isinstance(min_mass, (int, float)) and 0.0 <= float(min_mass) <= 1.0):
-            raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+        check_min_mass(min_mass)
         self.backend = backend
         self.score_range = score_range
         self.prefill = prefill

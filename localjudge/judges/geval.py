@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from localjudge.backends.base import DEFAULT_MIN_MASS, Backend
+from localjudge.backends.base import DEFAULT_MIN_MASS, Backend, check_min_mass, check_seed
 from localjudge.errors import (
     ConfigError,
     LocalJudgeError,
@@ -391,13 +391,10 @@ class GEval:
         if method == "logprobs" and not model.supports_logprobs:
             raise ConfigError(f"backend {model.name!r} has no logprobs; use method='parsed'")
         _check_threshold(threshold)
-        if (isinstance(min_mass, bool) or not isinstance(min_mass, (int, float))
-                or not 0.0 <= float(min_mass) <= 1.0):
-            raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+        check_min_mass(min_mass)
         if boundary not in ("prefix", "all"):
             raise ConfigError(f"boundary must be 'prefix' or 'all', got {boundary!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
+        check_seed(seed)
         params: list[LLMTestCaseParams] = []
         for p in evaluation_params:
             try:

@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from localjudge.backends.base import DEFAULT_MIN_MASS, Backend
+from localjudge.backends.base import DEFAULT_MIN_MASS, Backend, check_min_mass
 from localjudge.errors import BackendError, ConfigError, LowMassError, TemplateError
 from localjudge.labels import normalize_labels
 from localjudge.signature import Signature, sha256_json
@@ -398,12 +398,7 @@ class PairwiseJudge:
         labs = normalize_labels(labels)
         if len(labs) != 2:
             raise ConfigError(f"labels must be exactly two, got {list(labs)}")
-        if (
-            isinstance(min_mass, bool)
-            or not isinstance(min_mass, (int, float))
-            or not 0.0 <= float(min_mass) <= 1.0
-        ):
-            raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
+        check_min_mass(min_mass)
         if system is not None and not isinstance(system, str):
             raise ConfigError(f"system must be a string or None, got {system!r}")
         if not isinstance(prompt_template, PairwisePrompt):
