@@ -12,6 +12,9 @@ For a G-Eval-sized prompt (G-Eval's SummEval coherence prompt with a real articl
   cold cache each time: total seconds, tokens actually decoded, speed-up;
 * peak RSS of the process (``ru_maxrss``).
 
+``--backend openai --concurrency 1,2,4`` runs ``bench.speed_openai`` instead: items per second
+over HTTP against a local ``llama-server`` with parallel slots, next to the in-process backend.
+
 Timings on a shared 2-core machine are noisy: read the ratios and medians, not single times.
 This is a benchmark, never a test.
 """
@@ -122,7 +125,16 @@ def bench_model(name: str, prompts: list[str], repeats: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--backend", choices=["llama_cpp", "openai"], default="llama_cpp")
+    known, _ = pre.parse_known_args(argv)
+    if known.backend == "openai":
+        from bench.speed_openai import main as main_openai
+
+        return main_openai(argv)
     ap = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=["llama_cpp", "openai"], default="llama_cpp",
+                    help="openai: judging over HTTP, see bench.speed_openai")
     ap.add_argument("--models", default="qwen2.5-coder-0.5b-instruct,smollm2-135m-instruct")
     ap.add_argument("--doc", type=int, default=0, help="SummEval article index")
     ap.add_argument("--repeats", type=int, default=5)

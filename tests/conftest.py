@@ -28,6 +28,20 @@ def require_model(name: str) -> Path:
         pytest.skip(f"model not fetched: {err}")
 
 
+def require_module(name: str, env: str = "LOCALJUDGE_REQUIRE_MODELS"):
+    """Import ``name``, or skip -- or fail when ``$env`` is ``"1"`` (``make test`` sets
+    ``LOCALJUDGE_REQUIRE_MODELS``; ``make test-integrations`` sets
+    ``LOCALJUDGE_REQUIRE_DEEPEVAL``), so a missing install step cannot pass as a skip."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        if os.environ.get(env) == "1":
+            pytest.fail(f"required module {name!r} missing ({env}=1): {err}")
+        pytest.skip(f"module {name!r} not installed: {err}", allow_module_level=True)
+
+
 @pytest.fixture(scope="session")
 def smollm_llama():
     """SmolLM2-135M-Instruct through LlamaCppBackend (loaded once per session)."""

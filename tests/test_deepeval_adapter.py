@@ -16,13 +16,14 @@ import os
 import tempfile
 
 import pytest
+from conftest import require_module
 
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "YES")
 os.environ.setdefault("DEEPEVAL_DISABLE_DOTENV", "1")
 os.environ.setdefault("DEEPEVAL_HOME", tempfile.mkdtemp(prefix="deepeval-home-"))
 os.environ.pop("DEEPEVAL_UPDATE_WARNING_OPT_IN", None)
 
-pytest.importorskip("deepeval")
+require_module("deepeval", env="LOCALJUDGE_REQUIRE_DEEPEVAL")
 
 from deepeval.metrics import GEval as DEGEval
 from deepeval.metrics.g_eval.utils import calculate_weighted_summed_score

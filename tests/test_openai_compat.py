@@ -263,3 +263,78 @@ def test_unreachable_server_is_a_per_item_error(tmp_path):
     recs = b.score_batch(["a", "b"], out=tmp_path / "x.jsonl")
     assert [r.error for r in recs] == ["backend_error", "backend_error"]
     assert all(r.distribution is None for r in recs)
+
+
+# ---- replicas: a list of base URLs ----------------------------------------------------------
+def _ok(path, body, attempt):
+    return 200, _completion_body({"3": LN(.25), "4": LN(.75)}), None
+
+
+def test_replicas_share_the_load_and_agree(tmp_path):
+    with _Server(_ok) as a, _Server(_ok) as b:
+        be = _backend([a.url, b.url + "/v1/"], max_concurrency=2)
+        assert be.base_urls == (a.url, b.url)
+        recs = be.score_batch([f"item {i}" for i in range(12)], prefill="S: ")
+    assert all(r.error is None and r.distribution.expected == pytest.approx(3.75)
+               for r in recs)
+    assert len(a.bodies) > 0 and len(b.bodies) > 0          # both replicas served
+    assert len(a.bodies) + len(b.bodies) == 12                # one request per item
+
+
+def test_dead_replica_requests_move_to_the_live_one(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    out = tmp_path / "items.jsonl"
+    with _Server(_ok) as live:
+        be = _backend([dead, live.url], max_retries=1, max_concurrency=1, timeout_s=5)
+        recs = be.score_batch([f"item {i}" for i in range(6)], prefill="S: ", out=out)
+    assert all(r.error is None for r in recs)                 # a retry avoids the replica
+    assert len(live.bodies) == 6                              # that just failed
+    assert sorted(json.loads(x)["index"] for x in out.read_text().splitlines()) == \
+        list(range(6))
+
+
+def test_all_replicas_failing_names_them():
+    with socket.socket() as s1, socket.socket() as s2:
+        s1.bind(("127.0.0.1", 0))
+        s2.bind(("127.0.0.1", 0))
+        urls = [f"http://127.0.0.1:{s.getsockname()[1]}" for s in (s1, s2)]
+    be = _backend(urls, max_retries=1, timeout_s=2)
+    with pytest.raises(BackendError, match="failed after 2 attempts"):
+        be.score_distribution("x", prefill="S: ")
+
+
+class _Props(_Server):
+    def __init__(self, template):
+        super().__init__(_ok)
+        tmpl = template
+
+        class H(self.httpd.RequestHandlerClass):
+            def do_GET(self):
+                data = json.dumps({"chat_template": tmpl, "bos_token": "", "eos_token": ""})
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data.encode())
+
+        self.httpd.RequestHandlerClass = H
+
+
+def test_replicas_with_different_templates_are_refused():
+    with _Props(TEMPLATE) as a, _Props(TEMPLATE + " ") as b, _Props(TEMPLATE) as c:
+        ok = OpenAICompatBackend([a.url, c.url], "m")
+        assert ok.mode == "completion" and ok.chat_template == TEMPLATE
+        with pytest.raises(ConfigError, match="different chat templates"):
+            OpenAICompatBackend([a.url, b.url], "m")
+
+
+@pytest.mark.parametrize("urls, match", [
+    ([], "non-empty list"),
+    (["http://127.0.0.1:1", "ftp://x"], "http"),
+    (["http://127.0.0.1:1/v1", "http://127.0.0.1:1/"], "same server twice"),
+    (("http://127.0.0.1:1", 5), "http"),
+])
+def test_bad_replica_lists(urls, match):
+    with pytest.raises(ConfigError, match=match):
+        OpenAICompatBackend(urls, "m", mode="chat")

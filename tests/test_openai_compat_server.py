@@ -17,15 +17,9 @@ grouping change); the tolerance is 6x the measured worst case.
 from __future__ import annotations
 
 import math
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
-from conftest import require_model
+from conftest import require_model, require_module
 
 PROMPTS = [
     ("Rate the coherence of this summary from 1 to 5.\n\nSummary: The cat sat on the mat. "
@@ -39,48 +33,16 @@ LOGPROB_ATOL = 2e-3
 MASS_BELOW, MASS_ABOVE = 1e-3, 1e-4
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_llama_server(model: str, *, n_ctx: int = 512, n_batch: int = 128,
-                       n_threads: int = 1, timeout_s: float = 180.0):
-    """Start ``python -m llama_cpp.server`` on a free 127.0.0.1 port; (process, url)."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", model, "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", str(n_ctx), "--n_batch", str(n_batch),
-         "--n_threads", str(n_threads)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
-    url = f"http://127.0.0.1:{port}"
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/v1/models", timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.terminate()
-    raise RuntimeError(f"llama_cpp.server did not come up within {timeout_s} s")
-
-
 @pytest.fixture(scope="module")
 def llama_server():
     for mod in ("llama_cpp", "fastapi", "uvicorn", "sse_starlette", "starlette_context",
                 "pydantic_settings"):
-        pytest.importorskip(mod)
+        require_module(mod)
+    from localjudge.serving import LlamaCppPythonServer
+
     path = require_model("smollm2-135m-instruct")
-    proc, url = start_llama_server(str(path))
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with LlamaCppPythonServer(path, n_ctx=512, n_batch=128, n_threads=1) as srv:
+        yield srv.url
 
 
 @pytest.mark.model

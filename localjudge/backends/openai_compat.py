@@ -32,8 +32,8 @@ spaces (``" "``, ``"▁"``, ``"Ġ"``) removed, is the label -- the rule of
 Transport: the standard library (``urllib.request`` in a ``ThreadPoolExecutor``). It adds no
 dependency to the core install, and one blocking request per thread is all a bounded pool of
 short requests needs; an async client would only pay off at thousands of requests in flight.
-Requests in flight are bounded by ``max_concurrency`` (a semaphore shared by every caller of
-this backend), each has a timeout, and 429 / 5xx / dropped connections / timeouts are retried
+Requests in flight are bounded by ``max_concurrency`` per replica (a semaphore shared by every
+caller of this backend; ``base_url`` may list several replicas), each has a timeout, and 429 / 5xx / dropped connections / timeouts are retried
 ``max_retries`` times with exponential backoff and seeded jitter (``Retry-After`` is honoured,
 capped). A request that still fails raises ``BackendError``; ``score_batch`` turns per-item
 failures into per-item error records and never into a score.
@@ -103,6 +103,9 @@ MAX_RETRY_AFTER_S = 30.0
 DEFAULT_SCAN_TOKENS = 16
 """``chat_prefill="scan"``: answer tokens searched for the first label token."""
 
+_OWN_FIELDS = frozenset({
+    "model", "prompt", "messages", "max_tokens", "temperature", "logprobs", "top_logprobs",
+    "echo", "stream", "seed", "stop", "continue_final_message", "add_generation_prompt"})
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _SPACE_MARKS = ("▁", "Ġ")
 
@@ -168,7 +171,10 @@ class OpenAICompatBackend(Backend):
 
     Args:
         base_url: server root, e.g. ``"http://127.0.0.1:8080"`` or ``".../v1"`` (a trailing
-            ``/v1`` is accepted).
+            ``/v1`` is accepted), or a list of roots: replicas of one model. Each request
+            goes to the replica with the fewest requests in flight, and a retry goes to
+            another replica than the one that just failed. In ``mode="auto"`` every replica's
+            ``/props`` template must be the same (a score must not depend on routing).
         model: the served model name sent in each request (vLLM: ``--served-model-name``).
         api_key: sent as ``Authorization: Bearer ...``; never recorded.
         mode: ``"completion"``, ``"chat"`` or ``"auto"`` (completion when a chat template is
@@ -181,7 +187,8 @@ class OpenAICompatBackend(Backend):
             ``continue_final_message``) or ``"scan"`` (not sent; read the first label token of
             a greedy answer of up to ``scan_tokens`` tokens).
         top_logprobs: top tokens requested per position (1-20 for chat; the server may cap).
-        max_concurrency: requests in flight at once (>= 1), shared by all callers.
+        max_concurrency: requests in flight at once per replica (>= 1; match the server's
+            ``--parallel``), shared by all callers.
         timeout_s: per-request timeout in seconds (> 0).
         max_retries: retries after the first attempt (>= 0).
         backoff_s: first backoff in seconds (>= 0), doubled per retry, plus seeded jitter.
@@ -189,6 +196,9 @@ class OpenAICompatBackend(Backend):
         n_ctx: the server's context window in tokens if known (0: unknown, the server checks).
         model_sha256: sha256 of the served weights if known (recorded in the signature).
         scan_tokens: see ``chat_prefill``.
+        extra_body: server-specific request fields merged into every request body (e.g.
+            llama.cpp's ``{"cache_prompt": False}``, vLLM's ``{"top_k": -1}``); JSON only,
+            recorded in the signature's params. Keys localjudge sets itself are refused.
 
     Raises:
         ConfigError: bad argument values, ``mode="completion"`` without a chat template, or
@@ -220,9 +230,18 @@ class OpenAICompatBackend(Backend):
         n_ctx: int = 0,
         model_sha256: str = "",
         scan_tokens: int = DEFAULT_SCAN_TOKENS,
+        extra_body: Mapping[str, Any] | None = None,
     ) -> None:
-        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"base_url must be an http(s) URL, got {base_url!r}")
+        urls = [base_url] if isinstance(base_url, str) else base_url
+        if not isinstance(urls, Sequence) or not urls:
+            raise ConfigError(f"base_url must be an http(s) URL or a non-empty list of them, "
+                              f"got {base_url!r}")
+        for u in urls:
+            if not isinstance(u, str) or not u.startswith(("http://", "https://")):
+                raise ConfigError(f"base_url must be an http(s) URL, got {u!r}")
+        roots = [u.rstrip("/").removesuffix("/v1") for u in urls]
+        if len(set(roots)) != len(roots):
+            raise ConfigError(f"base_url lists the same server twice: {list(urls)}")
         if not isinstance(model, str) or not model:
             raise ConfigError(f"model must be the served model name, got {model!r}")
         if mode not in ("auto", "completion", "chat"):
@@ -241,9 +260,20 @@ class OpenAICompatBackend(Backend):
         if not (isinstance(backoff_s, (int, float)) and not isinstance(backoff_s, bool)
                 and 0 <= backoff_s < 3600):
             raise ConfigError(f"backoff_s must be a number in [0, 3600), got {backoff_s!r}")
-        root = base_url.rstrip("/")
-        root = root.removesuffix("/v1")
-        self.base_url = root
+        if not isinstance(extra_body, (Mapping, type(None))):
+            raise ConfigError(f"extra_body must be a mapping, got {extra_body!r}")
+        extra = dict(extra_body or {})
+        clash = sorted(set(extra) & _OWN_FIELDS)
+        if clash:
+            raise ConfigError(f"extra_body may not set fields localjudge sends itself: {clash}")
+        try:
+            json.dumps(extra, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"extra_body must be JSON-serialisable: {err}") from err
+        self.extra_body = extra
+        self.base_urls: tuple[str, ...] = tuple(roots)
+        """Server roots (one per replica), without a trailing ``/v1``."""
+        self.base_url = roots[0]
         self.model = model
         self._api_key = api_key
         self.top_logprobs = top_logprobs
@@ -257,13 +287,23 @@ class OpenAICompatBackend(Backend):
         self._model_sha256 = model_sha256
         self._bos_text = bos_token
         self._eos = eos_token
-        self._sem = threading.BoundedSemaphore(max_concurrency)
+        self._sem = threading.BoundedSemaphore(max_concurrency * len(roots))
+        self._in_flight = [0] * len(roots)
+        self._route_lock = threading.Lock()
+        self._next = 0
         self._rng = random.Random(seed)
         self._rng_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._template_source = "given" if chat_template else "none"
         if mode == "auto" and not chat_template:
-            props = self._server_props()
+            all_props = [self._server_props(u) for u in roots]
+            props = all_props[0]
+            differ = [u for u, q in zip(roots, all_props)
+                      if q.get("chat_template") != props.get("chat_template")]
+            if differ:
+                raise ConfigError(
+                    f"replicas serve different chat templates ({differ} differ from "
+                    f"{roots[0]}): a score would depend on which replica answered")
             if props.get("chat_template"):
                 chat_template = str(props["chat_template"])
                 self._template_source = "server_props"
@@ -369,6 +409,8 @@ class OpenAICompatBackend(Backend):
             tmpl = "server"
         p = {"mode": self.mode, "top_logprobs": self.top_logprobs,
              "template_source": self._template_source}
+        if self.extra_body:
+            p["extra_body"] = self.extra_body
         if self.mode == "chat":
             p["chat_prefill"] = self.chat_prefill
         p.update(params or {})
@@ -385,9 +427,9 @@ class OpenAICompatBackend(Backend):
             h["Authorization"] = f"Bearer {self._api_key}"
         return h
 
-    def _server_props(self) -> dict[str, Any]:
+    def _server_props(self, root: str) -> dict[str, Any]:
         """llama.cpp's ``GET /props`` (chat template, BOS/EOS text), or {} when absent."""
-        req = urllib.request.Request(self.base_url + "/props", headers=self._headers())
+        req = urllib.request.Request(root + "/props", headers=self._headers())
         try:
             with urllib.request.urlopen(req, timeout=min(self.timeout_s, 10.0)) as r:
                 out = json.loads(r.read().decode("utf-8"))
@@ -395,7 +437,7 @@ class OpenAICompatBackend(Backend):
         except urllib.error.HTTPError:
             return {}  # not llama.cpp's server: no /props
         except (OSError, ValueError) as err:
-            raise ConfigError(f"cannot reach the server at {self.base_url!r}: {err}") from err
+            raise ConfigError(f"cannot reach the server at {root!r}: {err}") from err
 
     def _sleep_before_retry(self, attempt: int, retry_after: str | None) -> None:
         with self._rng_lock:
@@ -415,18 +457,26 @@ class OpenAICompatBackend(Backend):
             BackendError: a non-retryable HTTP status, or retries exhausted (the message
                 names the last failure and the number of attempts).
         """
-        data = json.dumps(body).encode("utf-8")
+        data = json.dumps({**body, **self.extra_body}).encode("utf-8")
         last = ""
+        failed: int | None = None
         for attempt in range(self.max_retries + 1):
             retry_after: str | None = None
             with self._count_lock:
                 self.n_requests += 1
                 self.n_retries += attempt > 0
-            req = urllib.request.Request(self.base_url + path, data=data,
-                                         headers=self._headers(), method="POST")
+            i = -1
             try:
-                with self._sem, urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                    raw = r.read()
+                with self._sem:
+                    i = self._pick_replica(avoid=failed)
+                    try:
+                        req = urllib.request.Request(self.base_urls[i] + path, data=data,
+                                                     headers=self._headers(), method="POST")
+                        with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+                            raw = r.read()
+                    finally:
+                        with self._route_lock:
+                            self._in_flight[i] -= 1
                 out = json.loads(raw.decode("utf-8"))
                 if isinstance(out, dict):
                     return out
@@ -435,19 +485,34 @@ class OpenAICompatBackend(Backend):
                 detail = _read_error(err)
                 if err.code not in _RETRY_STATUS:
                     raise BackendError(
-                        f"server answered HTTP {err.code} to POST {path}: {detail}") from err
-                last = f"HTTP {err.code}: {detail}"
+                        f"server {self.base_urls[i]} answered HTTP {err.code} to POST {path}: "
+                        f"{detail}") from err
+                last = f"HTTP {err.code} from {self.base_urls[i]}: {detail}"
                 retry_after = err.headers.get("Retry-After") if err.headers else None
             except (urllib.error.URLError, http.client.HTTPException, ConnectionError,
                     TimeoutError, OSError, ValueError) as err:
-                last = f"{type(err).__name__}: {err}"
+                last = f"{type(err).__name__} from {self.base_urls[i]}: {err}"
+            failed = i
             if attempt < self.max_retries:
                 logger.info("POST %s failed (%s); retry %d of %d", path, last, attempt + 1,
                             self.max_retries)
                 self._sleep_before_retry(attempt, retry_after)
+        where = self.base_url if len(self.base_urls) == 1 else f"{len(self.base_urls)} replicas"
         raise BackendError(
-            f"POST {self.base_url}{path} failed after {self.max_retries + 1} attempts; "
-            f"last: {last}")
+            f"POST {where}{path} failed after {self.max_retries + 1} attempts; last: {last}")
+
+    def _pick_replica(self, avoid: int | None) -> int:
+        """The replica with the fewest requests in flight (round-robin among ties), not
+        ``avoid`` (the one that just failed) when another exists; counts the request."""
+        with self._route_lock:
+            n = len(self.base_urls)
+            order = [(self._next + k) % n for k in range(n)]
+            if avoid is not None and n > 1:
+                order.remove(avoid)
+            i = min(order, key=lambda j: self._in_flight[j])
+            self._in_flight[i] += 1
+            self._next = (i + 1) % n
+            return i
 
     # ---- reading top-k ------------------------------------------------------------------------
     def _completion_topk(self, text: str) -> list[_Entry]:
@@ -664,7 +729,7 @@ class OpenAICompatBackend(Backend):
         out: str | Path | None = None,
         **kwargs: Any,
     ) -> list[BatchRecord]:
-        """Score many prompts concurrently (at most ``max_concurrency`` requests in flight).
+        """Score many prompts concurrently (``max_concurrency`` requests in flight per replica).
 
         Per-item failures (retries exhausted, low mass, bad responses) become records with
         ``error`` set -- never a crash of the run, never a score. With ``out``, each record is
@@ -712,7 +777,7 @@ class OpenAICompatBackend(Backend):
             return rec
 
         try:
-            with ThreadPoolExecutor(max_workers=self.max_concurrency) as pool:
+            with ThreadPoolExecutor(max_workers=self.max_concurrency * len(self.base_urls)) as pool:
                 records = list(pool.map(one, range(len(prompts))))
         finally:
             if fh is not None:
