@@ -66,11 +66,11 @@ SUMMEVAL = {
         "and well-organized. The summary should not just be a heap of related information, but "
         "should build from sentence to a coherent body of information about a topic.\"",
         ("Read the news article carefully and identify the main topic and key points.",
-         "Read the summary and compare it to the news article. Check if the summary covers the "
+         ("Read the summary and compare it to the news article. Check if the summary covers the "
          "main topic and key points of the news article, and if it presents them in a clear "
-         "and logical order.",
-         "Assign a score for coherence on a scale of 1 to 5, where 1 is the lowest and 5 is "
-         "the highest based on the Evaluation Criteria."),
+         "and logical order."),
+         ("Assign a score for coherence on a scale of 1 to 5, where 1 is the lowest and 5 is "
+         "the highest based on the Evaluation Criteria.")),
         (1, 5), (IN, OUT)),
     "consistency": Dimension(
         "Consistency",
@@ -78,8 +78,8 @@ SUMMEVAL = {
         "consistent summary contains only statements that are entailed by the source document. "
         "Annotators were also asked to penalize summaries that contained hallucinated facts.",
         ("Read the news article carefully and identify the main facts and details it presents.",
-         "Read the summary and compare it to the article. Check if the summary contains any "
-         "factual errors that are not supported by the article.",
+         ("Read the summary and compare it to the article. Check if the summary contains any "
+         "factual errors that are not supported by the article."),
          "Assign a score for consistency based on the Evaluation Criteria."),
         (1, 5), (IN, OUT)),
     "fluency": Dimension(
@@ -98,10 +98,10 @@ SUMMEVAL = {
         "important information from the source document. Annotators were instructed to "
         "penalize summaries which contained redundancies and excess information.",
         ("Read the summary and the source document carefully.",
-         "Compare the summary to the source document and identify the main points of the "
-         "article.",
-         "Assess how well the summary covers the main points of the article, and how much "
-         "irrelevant or redundant information it contains.",
+         ("Compare the summary to the source document and identify the main points of the "
+         "article."),
+         ("Assess how well the summary covers the main points of the article, and how much "
+         "irrelevant or redundant information it contains."),
          "Assign a relevance score from 1 to 5."),
         (1, 5), (IN, OUT)),
 }

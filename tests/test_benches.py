@@ -57,7 +57,7 @@ def test_bench_variance(tmp_path, capsys):
         assert part1["sem"]["3"] == pytest.approx(part1["sd"] / math.sqrt(3))
     panels = {r["panel"]: r for r in s["panels"]}
     exact = panels["clones: exact expectation (one pass, k -> inf)"]
-    single = [r for name, r in panels.items() if name.startswith("single judge: qwen")][0]
+    single = next(r for name, r in panels.items() if name.startswith("single judge: qwen"))
     assert exact["bias"] == pytest.approx(single["bias"])  # the same expectation twice
     assert s["stability"]["max_abs_diff"] == 0.0  # canonical blocks: history-independent
     out = capsys.readouterr().out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -88,9 +89,9 @@ def test_free_port_is_bindable():
 
 # ---- extra_body ------------------------------------------------------------------------------
 class _Echo(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
+    bodies: ClassVar[list[dict]] = []
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         _Echo.bodies.append(body)
         out = {"choices": [{"text": "", "logprobs": {"top_logprobs": [{"5": -0.01}]}}]}

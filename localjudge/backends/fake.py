@@ -172,9 +172,9 @@ class FakeBackend(Backend):
         self.calls.append(ids)
         best: tuple[int, ...] | None = None
         for k in self._conts:
-            if len(k) <= len(ids) and ids[len(ids) - len(k):] == k:
-                if best is None or len(k) > len(best):
-                    best = k
+            if (len(k) <= len(ids) and ids[len(ids) - len(k):] == k
+                    and (best is None or len(k) > len(best))):
+                best = k
         return self._conts[best] if best is not None else self._root
 
     def _signature_fields(self) -> dict[str, Any]:

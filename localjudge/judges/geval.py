@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -447,7 +448,7 @@ class GEval:
         for a, b in spans:
             if a < lo or b > hi:
                 raise ConfigError(f"rubric range {(a, b)} lies outside the scale {(lo, hi)}")
-        for (a1, b1), (a2, b2) in zip(spans, spans[1:]):
+        for (a1, b1), (a2, b2) in itertools.pairwise(spans):
             if a2 <= b1:
                 raise ConfigError(f"rubric ranges {(a1, b1)} and {(a2, b2)} overlap")
         return (lo, hi)
@@ -530,10 +531,10 @@ class GEval:
         lo, hi = self.score_range
         crit = self.criteria or "judged by the evaluation steps below"
         parts = [
-            f"You will be given the following: {self._fields_desc()}.\n\n"
+            (f"You will be given the following: {self._fields_desc()}.\n\n"
             "Your task is to rate it on one metric.\n\n"
             "Please make sure you read and understand these instructions carefully.\n\n"
-            f"Evaluation Criteria:\n\n{self.name} ({lo}-{hi}) - {crit}\n\n",
+            f"Evaluation Criteria:\n\n{self.name} ({lo}-{hi}) - {crit}\n\n"),
             self._rubric_text(),
             "Evaluation Steps:\n\n"
             + "\n".join(f"{i}. {s}" for i, s in enumerate(steps, 1)) + "\n\n",
