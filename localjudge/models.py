@@ -116,6 +116,19 @@ def _digest_cache_path() -> Path:
     return cache_dir() / "sha256-cache.json"
 
 
+def hash_file(path: str | Path) -> str:
+    """sha256 (hex) of a file's bytes, read in 4 MiB chunks; never cached.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    h = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def file_sha256(path: str | Path) -> str:
     """sha256 of a file, cached by (absolute path, size, mtime_ns) so a re-load does not re-hash.
 
@@ -135,11 +148,7 @@ def file_sha256(path: str | Path) -> str:
         cache = {}
     if key in cache:
         return cache[key]
-    h = hashlib.sha256()
-    with p.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    digest = h.hexdigest()
+    digest = hash_file(p)
     cache[key] = digest
     try:
         cache_file.parent.mkdir(parents=True, exist_ok=True)

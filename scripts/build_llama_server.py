@@ -20,7 +20,6 @@ Usage: python scripts/build_llama_server.py [--force] [--jobs N]
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from localjudge.models import cache_dir
+from localjudge.models import cache_dir, hash_file
 
 PACKAGE = "llama-cpp-python"
 VERSION = "0.3.36"
@@ -49,14 +48,6 @@ CMAKE_FLAGS = [
     "-DLLAMA_USE_PREBUILT_UI=OFF",
     "-DLLAMA_OPENSSL=OFF",
 ]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _stamp() -> dict[str, object]:
@@ -99,7 +90,7 @@ def build(force: bool = False, jobs: int = 2) -> Path:
         if not sdist.is_file():
             raise SystemExit(f"pip download gave no {SDIST} in {tmp}: "
                              f"{sorted(p.name for p in tmp.iterdir())}")
-        got = _sha256(sdist)
+        got = hash_file(sdist)
         if got != SDIST_SHA256:
             raise SystemExit(f"{SDIST}: sha256 {got} != pinned {SDIST_SHA256}")
         print("[llama-server] sha256 ok; extracting the vendored llama.cpp sources")

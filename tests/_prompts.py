@@ -18,3 +18,14 @@ CASES = [
     {"id": "quality-0-10", "prompt": TEN_PROMPT, "labels": list(range(11)), "prefill": "Score:"},
     {"id": "yes-no", "prompt": YESNO_PROMPT, "labels": ["Yes", "No"], "prefill": None},
 ]
+
+# Short judging prompts for the OpenAI-compatible server tests (llama-server, llama_cpp.server).
+SERVER_PROMPTS = [
+    ("Rate the coherence of this summary from 1 to 5.\n\nSummary: The cat sat on the mat. "
+     "It was happy."),
+    "Rate the fluency of this text from 1 to 5.\n\nText: me go store yesterday buyed apple",
+    ("Rate the relevance of this answer from 1 to 5.\n\nQuestion: What is the capital of "
+     "France?\nAnswer: Paris is the capital of France."),
+    "Rate the politeness of this reply from 1 to 5.\n\nReply: Whatever. Do it yourself.",
+]
+SERVER_PREFILL = "Score (1-5): "

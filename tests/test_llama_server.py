@@ -29,17 +29,10 @@ import math
 import os
 
 import pytest
+from _prompts import SERVER_PREFILL as PREFILL
+from _prompts import SERVER_PROMPTS as PROMPTS
 from conftest import require_model
 
-PROMPTS = [
-    ("Rate the coherence of this summary from 1 to 5.\n\nSummary: The cat sat on the mat. "
-     "It was happy."),
-    "Rate the fluency of this text from 1 to 5.\n\nText: me go store yesterday buyed apple",
-    ("Rate the relevance of this answer from 1 to 5.\n\nQuestion: What is the capital of "
-     "France?\nAnswer: Paris is the capital of France."),
-    "Rate the politeness of this reply from 1 to 5.\n\nReply: Whatever. Do it yourself.",
-]
-PREFILL = "Score (1-5): "
 LOGPROB_ATOL = 2e-3
 """Nats. Measured worst case 2.0e-4 at 1 request in flight (``--flash-attn off``, as the
 in-process backend); see each test's printed line for the others."""

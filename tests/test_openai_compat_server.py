@@ -6,7 +6,7 @@ The server (llama-cpp-python's ``[server]`` extra) serves the SmolLM2-135M GGUF 
 Tolerance: ``|Δ label logprob| <= 2e-3`` nats for labels with probability >= 1e-3, and the
 server's (top-20) mass within ``[-1e-3, +1e-4]`` of the exact mass. Measured on 2 prompts:
 max |Δ logprob| 6.4e-5 nats, mass 3.5e-5 below the exact one (label spellings outside the top
-20); on the 3 prompts below with the server started here (n_ctx 512): max |Δ logprob|
+20); on the 3 prompts of the first version of this test with the server started here (n_ctx 512): max |Δ logprob|
 3.3e-4 nats. Not bitwise equal because the server computes logits for every prompt position
 (``logits_all=True``) and reuses its KV cache from the previous request at any token, not at
 the backend's canonical block boundaries, which changes the batch grouping and so the float
@@ -19,16 +19,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from _prompts import SERVER_PREFILL as PREFILL
+from _prompts import SERVER_PROMPTS as PROMPTS
 from conftest import require_model, require_module
 
-PROMPTS = [
-    ("Rate the coherence of this summary from 1 to 5.\n\nSummary: The cat sat on the mat. "
-    "It was happy."),
-    "Rate the fluency of this text from 1 to 5.\n\nText: me go store yesterday buyed apple",
-    ("Rate the relevance of this answer from 1 to 5.\n\nQuestion: What is the capital of "
-    "France?\nAnswer: Paris is the capital of France."),
-]
-PREFILL = "Score (1-5): "
 LOGPROB_ATOL = 2e-3
 MASS_BELOW, MASS_ABOVE = 1e-3, 1e-4
 

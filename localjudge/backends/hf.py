@@ -43,7 +43,7 @@ from localjudge.backends._blocks import canonical_chunks, plan_reuse
 from localjudge.backends._resolve import looks_like_manifest_name, resolve_model_file
 from localjudge.backends.base import Backend, log_softmax
 from localjudge.errors import BackendError, ConfigError, ModelFileError
-from localjudge.models import MODELS_DIR, cache_dir, file_sha256, load_manifest
+from localjudge.models import MODELS_DIR, cache_dir, file_sha256, hash_file, load_manifest
 from localjudge.version import package_versions
 
 __all__ = ["DEFAULT_N_CTX", "HFBackend", "conversion_dir", "model_dir_sha256"]
@@ -224,14 +224,6 @@ def _dir_source(folder: Path, name: str, sha256: str | None) -> _Source:
     return _Source("dir", folder, name, digest)
 
 
-def _raw_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _conversion_is_complete(folder: Path, gguf_sha256: str) -> bool:
     """True when ``folder`` holds a finished conversion of this GGUF with intact files."""
     try:
@@ -301,7 +293,7 @@ def _convert_gguf(gguf_path: Path, gguf_sha256: str) -> tuple[Path, bool]:
             "dtype": "float32",
             "converted_with": package_versions("transformers", "torch", "gguf"),
             "convert_s": round(time.perf_counter() - t0, 3),
-            "files": {p.name: _raw_sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()},
+            "files": {p.name: hash_file(p) for p in sorted(tmp.iterdir()) if p.is_file()},
         }
         (tmp / _MARKER).write_text(json.dumps(marker, indent=1, sort_keys=True))
         try:
