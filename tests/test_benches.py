@@ -78,6 +78,36 @@ def test_bench_speed(tmp_path, capsys):
     assert "ratio" in capsys.readouterr().out
 
 
+def test_bench_speed_openai(tmp_path, capsys):
+    """``bench.speed --backend openai`` against a real llama-server (4 slots): every item
+    scored, the rows it prints are the configurations asked for, and with the prompt cache off
+    the server agrees with the in-process backend (one slot per request: <= 2e-3 nats)."""
+    require_model("smollm2-135m-instruct")
+    from localjudge.errors import ConfigError
+    from localjudge.serving import llama_server_binary
+
+    try:
+        llama_server_binary()
+    except ConfigError as err:
+        import os
+
+        if os.environ.get("LOCALJUDGE_REQUIRE_MODELS") == "1":
+            pytest.fail(str(err))
+        pytest.skip(str(err))
+    from bench.speed import main
+
+    assert main(["--backend", "openai", "--concurrency", "1,2", "--limit", "2",
+                 "--repeats", "1", "--results", str(tmp_path)]) == 0
+    rows = json.loads((_run_dir(tmp_path, "speed_openai") / "summary.json").read_text())["rows"]
+    assert [(r["concurrency"], r["cache_prompt"]) for r in rows[1:]] == [
+        (1, False), (1, True), (2, False), (2, True)]
+    assert all(r["n_errors"] == 0 and r["items_per_s"] > 0 for r in rows)
+    for r in rows[1:]:
+        if r["concurrency"] == 1:
+            assert r["max_abs_diff_logprob"] < 2e-3
+    assert "items/s" in capsys.readouterr().out
+
+
 def test_bench_floor_and_ranking(tmp_path):
     require_model("all-minilm-l6-v2")
     from bench.floor import main as floor_main
