@@ -80,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     pools = [int(x) for x in args.concurrency.split(",") if x.strip()]
     if not pools or min(pools) < 1:
         ap.error(f"--concurrency needs pool sizes >= 1, got {args.concurrency!r}")
+    if args.repeats < 1 or args.limit < 1:
+        ap.error(f"--repeats and --limit must be >= 1, got {args.repeats} and {args.limit}")
     if args.replicas < 1:
         ap.error(f"--replicas must be >= 1, got {args.replicas}")
     parallel = args.parallel or max(1, max(pools) // args.replicas)

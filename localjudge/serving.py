@@ -16,6 +16,7 @@ vLLM is not started here (it needs a GPU); point ``OpenAICompatBackend`` at its 
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import shutil
@@ -69,6 +70,12 @@ def llama_server_binary() -> Path:
         f"models`), put llama-server on PATH, or set {LLAMA_SERVER_ENV}")
 
 
+def _check_ints(**values: Any) -> None:
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
+
+
 class _Server:
     """A child process serving HTTP on 127.0.0.1, started by ``__enter__``."""
 
@@ -96,36 +103,57 @@ class _Server:
         """Start the process and wait until ``ready_path`` answers 200.
 
         Raises:
-            BackendError: the process exited, or was not ready within ``timeout_s`` (the
-                message carries the tail of its log when ``log`` was given).
+            ConfigError: already running.
+            BackendError: the process could not be started, exited, or was not ready within
+                ``timeout_s`` (the message carries the tail of its log when ``log`` was
+                given). On any failure, Ctrl-C included, the process is stopped first.
         """
+        if self.running:
+            raise ConfigError(f"server already running at {self.url}; stop() it first")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = self.log_path.open("wb")
-        out = self._log if self._log is not None else subprocess.DEVNULL
-        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < self.timeout_s:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                self.stop()
-                raise BackendError(f"{self.command()[0]} exited with {code} before it was "
-                                   f"ready; log tail:\n{self._log_tail()}")
+        try:
+            if self.log_path is not None:
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                self._log = self.log_path.open("wb")
+            out = self._log if self._log is not None else subprocess.DEVNULL
             try:
-                with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.25)
-        self.stop()
-        raise BackendError(f"server not ready within {self.timeout_s} s; log tail:\n"
-                           f"{self._log_tail()}")
+                self.proc = subprocess.Popen(self.command(), stdout=out,
+                                             stderr=subprocess.STDOUT)
+            except OSError as err:
+                raise BackendError(f"cannot start {self.command()[0]}: {err}") from err
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < self.timeout_s:
+                if self.proc.poll() is not None:
+                    raise BackendError(
+                        f"{self.command()[0]} exited with {self.proc.returncode} before it "
+                        f"was ready; log tail:\n{self._log_tail()}")
+                try:
+                    with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as r:
+                        if r.status == 200:
+                            return self
+                except (OSError, http.client.HTTPException):
+                    pass
+                time.sleep(0.25)
+            raise BackendError(f"server not ready within {self.timeout_s} s; log tail:\n"
+                               f"{self._log_tail()}")
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def running(self) -> bool:
+        """True while the started process is alive."""
+        return self.proc is not None and self.proc.poll() is None
 
     def get_json(self, path: str) -> Any:
-        """GET ``path`` and decode the JSON answer."""
+        """GET ``path`` and decode the JSON answer.
+
+        Raises:
+            BackendError: not started.
+        """
+        if not self.running:
+            raise BackendError("server not running: start() it first")
         with urllib.request.urlopen(self.url + path, timeout=10) as r:
             return json.loads(r.read().decode("utf-8"))
 
@@ -185,14 +213,14 @@ class LlamaServer(_Server):
                  binary: str | Path | None = None, timeout_s: float = 120.0,
                  log: str | Path | None = None) -> None:
         super().__init__(timeout_s, log)
-        for name, v in (("parallel", parallel), ("n_ctx", n_ctx), ("n_threads", n_threads),
-                        ("n_batch", n_batch)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
+        _check_ints(parallel=parallel, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch)
         if not Path(model).is_file():
             raise ConfigError(f"model file not found: {str(model)!r}")
         self.model = Path(model)
         self.binary = Path(binary) if binary is not None else llama_server_binary()
+        if not (self.binary.is_file() and os.access(self.binary, os.X_OK)):
+            raise ConfigError(f"llama-server binary {str(self.binary)!r} is not an executable "
+                              "file")
         self.parallel, self.n_ctx, self.n_threads, self.n_batch = parallel, n_ctx, n_threads, \
             n_batch
         self.alias = alias
@@ -207,6 +235,8 @@ class LlamaServer(_Server):
 
     def start(self) -> Self:
         """Start the server (see ``_Server.start``) with a private ``--slot-save-path``."""
+        if self.running:
+            raise ConfigError(f"server already running at {self.url}; stop() it first")
         self._slot_dir = tempfile.TemporaryDirectory(prefix="localjudge-slots-")
         return super().start()
 
@@ -240,6 +270,8 @@ class LlamaServer(_Server):
         Raises:
             BackendError: the server refused (``--no-slots``) or is not running.
         """
+        if not self.running:
+            raise BackendError("server not running: start() it first")
         for i in range(self.parallel):
             req = urllib.request.Request(f"{self.url}/slots/{i}?action=erase", data=b"{}",
                                          headers={"Content-Type": "application/json"},
@@ -270,6 +302,7 @@ class LlamaCppPythonServer(_Server):
                  n_threads: int = 1, timeout_s: float = 180.0,
                  log: str | Path | None = None) -> None:
         super().__init__(timeout_s, log)
+        _check_ints(n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
         if not Path(model).is_file():
             raise ConfigError(f"model file not found: {str(model)!r}")
         self.model = Path(model)

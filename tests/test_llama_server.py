@@ -79,9 +79,12 @@ def _compare(a, b, atol: float = LOGPROB_ATOL) -> float:
 @pytest.mark.model
 def test_props_template_auto_completion_mode(llama_server, smollm_llama):
     from localjudge.backends.openai_compat import OpenAICompatBackend
+    from localjudge.errors import ConfigError
 
     props = llama_server.get_json("/props")
     assert props["total_slots"] == 4
+    with pytest.raises(ConfigError, match="already running"):
+        llama_server.start()  # a second start must not orphan the first process
     srv = OpenAICompatBackend(llama_server.url, "smollm2")
     assert srv.mode == "completion"
     assert srv.signature().params["template_source"] == "server_props"

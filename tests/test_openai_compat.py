@@ -338,3 +338,187 @@ def test_replicas_with_different_templates_are_refused():
 def test_bad_replica_lists(urls, match):
     with pytest.raises(ConfigError, match=match):
         OpenAICompatBackend(urls, "m", mode="chat")
+
+
+# ---- malformed answers are errors, never a wrong score ---------------------------------------
+def _raw(body_text: str, status: int = 200):
+    """A server answering every POST with ``body_text`` verbatim."""
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            data = body_text.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}"
+
+
+def _completion_top(top_json: str) -> str:
+    return '{"choices": [{"text": "", "logprobs": {"top_logprobs": [' + top_json + ']}}]}'
+
+
+@pytest.mark.parametrize("body, match", [
+    (_completion_top('{"4": NaN, "5": -0.3}'), "logprob nan"),
+    (_completion_top('{"4": Infinity}'), "logprob inf"),
+    (_completion_top('{"4": 0.5, "5": -0.3}'), "logprob 0.5"),
+    (_completion_top('{"4": 1000.0}'), "logprob 1000"),
+    (_completion_top('{"4": "abc"}'), "non-numeric"),
+    (_completion_top('{"4": null}'), "non-numeric"),
+    (_completion_top('{"4": -0.1, "5": -0.2, "3": -0.3}'), "sum to"),
+    (_completion_top('[{"token": "4"}]'), "non-numeric"),
+    (_completion_top('["4", -0.1]'), "unreadable"),
+    ('{"choices": [{"logprobs": {"top_logprobs": {"4": -0.1}}}]}', "not a list"),
+    ('{"choices": [{"logprobs": {"content": "abc"}}]}', "unreadable"),
+    ('{"choices": [{"logprobs": {"content": [5]}}]}', "unreadable"),
+    (('{"choices": [{"logprobs": {"content": [{"id": 1, "token": "4", "prob": 0.9, '
+     '"top_probs": []}]}}]}'), "neither top_logprobs nor logprob"),
+    ('{"choices": [{"logprobs": "x"}]}', "no logprobs object"),
+    ("<html>oops</html>", "attempts"),
+])
+def test_malformed_logprobs_are_backend_errors(body, match):
+    httpd, url = _raw(body)
+    try:
+        with pytest.raises(BackendError, match=match):
+            _backend(url, max_retries=0).score_distribution("x", prefill="S: ", min_mass=0)
+    finally:
+        httpd.shutdown()
+
+
+def test_tiny_positive_logprob_is_float_noise():
+    httpd, url = _raw(_completion_top('{"4": 1e-9}'))
+    try:
+        d = _backend(url).score_distribution("x", prefill="S: ", min_mass=0)
+    finally:
+        httpd.shutdown()
+    assert d.mass == 1.0 and d.expected == 4.0
+
+
+def test_malformed_items_in_a_batch_are_per_item_errors(tmp_path):
+    httpd, url = _raw(_completion_top('{"4": NaN}'))
+    try:
+        recs = _backend(url, max_retries=0).score_batch(["a", "b"], prefill="S: ",
+                                                        out=tmp_path / "o.jsonl")
+    finally:
+        httpd.shutdown()
+    assert [r.error for r in recs] == ["backend_error", "backend_error"]
+    for line in (tmp_path / "o.jsonl").read_text().splitlines():
+        json.loads(line, parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
+
+
+def test_trickling_server_hits_the_deadline():
+    import time
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            data = _completion_top('{"4": -0.01}').encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for i in range(0, len(data), 4):
+                self.wfile.write(data[i:i + 4])
+                self.wfile.flush()
+                time.sleep(0.1)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        b = _backend(f"http://127.0.0.1:{httpd.server_address[1]}", timeout_s=0.5,
+                     max_retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(BackendError, match="TimeoutError"):
+            b.score_distribution("x", prefill="S: ")
+        assert time.monotonic() - t0 < 3.0          # the body alone would take ~5 s
+    finally:
+        httpd.shutdown()
+
+
+def test_extra_body_cannot_change_what_logprobs_mean_and_is_copied():
+    for key in ("n_probs", "n_predict", "max_completion_tokens", "post_sampling_probs",
+                "logit_bias"):
+        with pytest.raises(ConfigError, match="may not set"):
+            _backend("http://127.0.0.1:9", extra_body={key: 1})
+    with pytest.raises(ConfigError, match="plain JSON"):
+        _backend("http://127.0.0.1:9", extra_body={1: "x"})
+    nested = {"o": {"k": 1}}
+    b = _backend("http://127.0.0.1:9", extra_body=nested)
+    nested["o"]["k"] = 5
+    assert b.extra_body == {"o": {"k": 1}}
+
+
+def test_api_key_must_fit_a_header():
+    with pytest.raises(ConfigError, match="api_key"):
+        _backend("http://127.0.0.1:9", api_key="kéy€")
+
+
+def test_dead_replica_cools_down():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    with _Server(_ok) as live:
+        be = _backend([dead, live.url], max_retries=0, max_concurrency=2)
+        recs = be.score_batch([f"item {i}" for i in range(20)], prefill="S: ")
+    assert sum(r.error is not None for r in recs) <= 2      # the dead one is tried ~once
+    assert be.n_requests <= 22
+
+
+@pytest.mark.parametrize("status, match", [(401, "HTTP 401"), (500, "HTTP 500")])
+def test_props_errors_are_not_a_silent_switch_to_chat(status, match):
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(ConfigError, match=match):
+            OpenAICompatBackend(f"http://127.0.0.1:{httpd.server_address[1]}", "m")
+    finally:
+        httpd.shutdown()
+
+
+def test_score_batch_refuses_bad_prompts_and_kwargs():
+    b = _backend("http://127.0.0.1:9")
+    with pytest.raises(ConfigError, match="sequence of prompts"):
+        b.score_batch("abc")
+    with pytest.raises(ConfigError, match="sequence of prompts"):
+        b.score_batch(p for p in ["a"])
+    with pytest.raises(ConfigError, match="prefil"):
+        b.score_batch(["a"], prefil="S: ")
+
+
+def test_generate_checks_text_seed_and_stop():
+    httpd, url = _raw('{"choices": [{"text": null}]}')
+    try:
+        with pytest.raises(BackendError, match="no generated text"):
+            _backend(url).generate("x")
+        with pytest.raises(ConfigError, match="seed"):
+            _backend(url).generate("x", seed=1.7)
+        with pytest.raises(ConfigError, match="stop"):
+            _backend(url).generate("x", stop=["", "a"])
+    finally:
+        httpd.shutdown()
+
+
+def test_retry_after_http_date():
+    from localjudge.backends.openai_compat import _retry_after_s
+
+    assert _retry_after_s("2") == 2.0
+    assert _retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0    # in the past
+    assert _retry_after_s("soon") is None and _retry_after_s(None) is None

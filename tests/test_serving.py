@@ -136,3 +136,38 @@ def test_bad_extra_body(extra, match):
 
     with pytest.raises(ConfigError, match=match):
         OpenAICompatBackend("http://127.0.0.1:9", "m", mode="chat", extra_body=extra)
+
+
+def test_missing_binary_is_a_config_error(gguf, tmp_path):
+    with pytest.raises(ConfigError, match="not an executable"):
+        LlamaServer(gguf, binary=tmp_path / "absent" / "llama-server")
+
+
+def test_not_started_server_refuses_calls(fake_binary, gguf):
+    s = LlamaServer(gguf, binary=fake_binary)
+    with pytest.raises(BackendError, match="not running"):
+        s.erase_slots()
+    with pytest.raises(BackendError, match="not running"):
+        s.get_json("/props")
+    s.stop()
+    s.stop()  # idempotent
+
+
+def test_bad_health_answer_stops_the_process(tmp_path, gguf):
+    """A binary that answers /health with garbage until the timeout: start() fails with a
+    BackendError and the child process is gone afterwards (nothing leaks)."""
+    script = tmp_path / "llama-server"
+    script.write_text(
+        "#!/usr/bin/env python3\n"
+        "import socket, sys\n"
+        "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('127.0.0.1', port)); s.listen()\n"
+        "while True:\n"
+        "    c, _ = s.accept(); c.recv(1024); c.sendall(b'garbage\\r\\n\\r\\n'); c.close()\n")
+    script.chmod(0o755)
+    srv = LlamaServer(gguf, binary=script, timeout_s=2)
+    with pytest.raises(BackendError, match="not ready"):
+        srv.start()
+    assert srv.proc is not None and srv.proc.poll() is not None
+    assert not srv.running and srv._slot_dir is None

@@ -65,6 +65,20 @@ def check_seed(seed: Any) -> None:
         raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
 
 
+def normalize_stop(stop: Any) -> list[str]:
+    """Stop strings as a list: one string is one stop sequence (as in OpenAI's API), not its
+    characters.
+
+    Raises:
+        ConfigError: not a string or a sequence of non-empty strings.
+    """
+    stops = [stop] if isinstance(stop, str) else stop
+    if not isinstance(stops, (list, tuple)) or not all(isinstance(x, str) and x
+                                                       for x in stops):
+        raise ConfigError(f"stop must be a string or a list of non-empty strings, got {stop!r}")
+    return list(stops)
+
+
 def _check_temperature(temperature: Any, *, allow_zero: bool) -> None:
     ok = (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
           and math.isfinite(temperature)
@@ -538,7 +552,8 @@ class Backend(ABC):
             max_tokens: at most this many new tokens (>= 1).
             temperature: >= 0.
             seed: seed of the local generator.
-            stop: strings that end generation (not included in the output).
+            stop: strings that end generation (not included in the output); one string is
+                one stop sequence.
 
         Returns:
             The generated text (without the prefill).
@@ -551,6 +566,7 @@ class Backend(ABC):
             raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
         _check_temperature(temperature, allow_zero=True)
         check_seed(seed)
+        stop = normalize_stop(stop)
         text = self.render(prompt, system=system, prefill=prefill, raw=raw)
         ids = self._encode_prompt(text)
         self._check_context(len(ids), max_tokens, what="max_tokens")

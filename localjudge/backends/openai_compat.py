@@ -45,7 +45,9 @@ tokenizer lives in the server), ``sample_scores`` and ``boundary="all"`` (refuse
 
 from __future__ import annotations
 
+import email.utils
 import http.client
+import inspect
 import json
 import logging
 import math
@@ -69,6 +71,8 @@ from localjudge.backends.base import (
     Backend,
     Prompt,
     check_min_mass,
+    check_seed,
+    normalize_stop,
 )
 from localjudge.errors import BackendError, ConfigError, LocalJudgeError, LowMassError
 from localjudge.labels import LabelMap, _Node, normalize_labels
@@ -100,12 +104,24 @@ DEFAULT_BACKOFF_S = 0.5
 MAX_RETRY_AFTER_S = 30.0
 """Cap on a server's ``Retry-After`` in seconds."""
 
+MAX_BODY_BYTES = 64 << 20
+"""Largest response body read (bytes); a larger one is a failed attempt."""
+
+REPLICA_COOLDOWN_S = 1.0
+"""Seconds a replica sits out after a failed attempt (doubling per consecutive failure)."""
+
+MAX_REPLICA_COOLDOWN_S = 30.0
+"""Cap on a replica's cooldown in seconds."""
+
 DEFAULT_SCAN_TOKENS = 16
 """``chat_prefill="scan"``: answer tokens searched for the first label token."""
 
 _OWN_FIELDS = frozenset({
     "model", "prompt", "messages", "max_tokens", "temperature", "logprobs", "top_logprobs",
-    "echo", "stream", "seed", "stop", "continue_final_message", "add_generation_prompt"})
+    "echo", "stream", "seed", "stop", "continue_final_message", "add_generation_prompt",
+    # servers' aliases of the above, and fields that change what the returned logprobs mean
+    "n_probs", "n_predict", "max_completion_tokens", "post_sampling_probs", "n", "best_of",
+    "logit_bias", "prompt_logprobs"})
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _SPACE_MARKS = ("▁", "Ġ")
 
@@ -262,15 +278,27 @@ class OpenAICompatBackend(Backend):
             raise ConfigError(f"backoff_s must be a number in [0, 3600), got {backoff_s!r}")
         if not isinstance(extra_body, (Mapping, type(None))):
             raise ConfigError(f"extra_body must be a mapping, got {extra_body!r}")
-        extra = dict(extra_body or {})
-        clash = sorted(set(extra) & _OWN_FIELDS)
-        if clash:
-            raise ConfigError(f"extra_body may not set fields localjudge sends itself: {clash}")
-        try:
-            json.dumps(extra, allow_nan=False)
+        raw_extra = dict(extra_body or {})
+        try:  # a deep, plain-JSON copy: later changes to the caller's dict change nothing
+            extra = json.loads(json.dumps(raw_extra, allow_nan=False))
         except (TypeError, ValueError) as err:
             raise ConfigError(f"extra_body must be JSON-serialisable: {err}") from err
+        if extra != raw_extra:
+            raise ConfigError(f"extra_body must be plain JSON (string keys, lists not tuples): "
+                              f"{raw_extra!r}")
+        clash = sorted(set(extra) & _OWN_FIELDS)
+        if clash:
+            raise ConfigError(f"extra_body may not set fields localjudge sends itself or "
+                              f"that change what the logprobs mean: {clash}")
         self.extra_body = extra
+        if api_key is not None:
+            if not isinstance(api_key, str) or not api_key:
+                raise ConfigError("api_key must be a non-empty string or None")
+            try:
+                api_key.encode("latin-1")
+            except UnicodeEncodeError as err:
+                raise ConfigError("api_key has characters an HTTP header cannot carry "
+                                  f"(position {err.start})") from err
         self.base_urls: tuple[str, ...] = tuple(roots)
         """Server roots (one per replica), without a trailing ``/v1``."""
         self.base_url = roots[0]
@@ -289,6 +317,8 @@ class OpenAICompatBackend(Backend):
         self._eos = eos_token
         self._sem = threading.BoundedSemaphore(max_concurrency * len(roots))
         self._in_flight = [0] * len(roots)
+        self._fails = [0] * len(roots)
+        self._cool_until = [0.0] * len(roots)
         self._route_lock = threading.Lock()
         self._next = 0
         self._rng = random.Random(seed)
@@ -298,12 +328,13 @@ class OpenAICompatBackend(Backend):
         if mode == "auto" and not chat_template:
             all_props = [self._server_props(u) for u in roots]
             props = all_props[0]
+            keys = ("chat_template", "bos_token", "eos_token")
             differ = [u for u, q in zip(roots, all_props)
-                      if q.get("chat_template") != props.get("chat_template")]
+                      if any(q.get(k) != props.get(k) for k in keys)]
             if differ:
                 raise ConfigError(
-                    f"replicas serve different chat templates ({differ} differ from "
-                    f"{roots[0]}): a score would depend on which replica answered")
+                    f"replicas serve different chat templates or BOS/EOS tokens ({differ} "
+                    f"differ from {roots[0]}): a score would depend on which replica answered")
             if props.get("chat_template"):
                 chat_template = str(props["chat_template"])
                 self._template_source = "server_props"
@@ -428,34 +459,78 @@ class OpenAICompatBackend(Backend):
         return h
 
     def _server_props(self, root: str) -> dict[str, Any]:
-        """llama.cpp's ``GET /props`` (chat template, BOS/EOS text), or {} when absent."""
-        req = urllib.request.Request(root + "/props", headers=self._headers())
-        try:
-            with urllib.request.urlopen(req, timeout=min(self.timeout_s, 10.0)) as r:
-                out = json.loads(r.read().decode("utf-8"))
-                return out if isinstance(out, dict) else {}
-        except urllib.error.HTTPError:
-            return {}  # not llama.cpp's server: no /props
-        except (OSError, ValueError) as err:
-            raise ConfigError(f"cannot reach the server at {root!r}: {err}") from err
+        """llama.cpp's ``GET /props`` (chat template, BOS/EOS text), or {} when the server has
+        none (404 / 405: not llama.cpp). A 503 (model still loading) is retried until
+        ``timeout_s`` has passed.
+
+        Raises:
+            ConfigError: the server is unreachable, answers another error status (e.g. 401),
+                or still 503 after ``timeout_s``, or its answer is not a JSON object.
+        """
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            req = urllib.request.Request(root + "/props", headers=self._headers())
+            try:
+                with urllib.request.urlopen(req, timeout=min(self.timeout_s, 10.0)) as r:
+                    out: Any = json.loads(r.read(1 << 24).decode("utf-8"))
+            except urllib.error.HTTPError as err:
+                if err.code in (404, 405):
+                    return {}  # not llama.cpp's server: no /props
+                if err.code != 503 or time.monotonic() > deadline:
+                    raise ConfigError(
+                        f"{root}/props answered HTTP {err.code}: {_read_error(err)}") from err
+                time.sleep(0.5)  # loading the model
+            except (OSError, ValueError, http.client.HTTPException) as err:
+                raise ConfigError(f"cannot reach the server at {root!r}: {err}") from err
+            if not isinstance(out, dict):
+                raise ConfigError(f"{root}/props answered {_short(out)}, not a JSON object")
+            return out
 
     def _sleep_before_retry(self, attempt: int, retry_after: str | None) -> None:
         with self._rng_lock:
             jitter = self._rng.random() * 0.5
         delay = self.backoff_s * (2 ** attempt) * (1.0 + jitter)
-        if retry_after:
-            try:
-                delay = max(delay, min(float(retry_after), MAX_RETRY_AFTER_S))
-            except ValueError:
-                pass
+        wait = _retry_after_s(retry_after)
+        if wait is not None:
+            delay = max(delay, min(wait, MAX_RETRY_AFTER_S))
         time.sleep(delay)
 
+    def _read_body(self, r: Any, deadline: float) -> bytes:
+        """The response body, read in chunks until ``deadline`` (monotonic seconds).
+
+        Raises:
+            TimeoutError: the deadline passed while reading (a server trickling its answer).
+            ValueError: the body is larger than ``MAX_BODY_BYTES``.
+        """
+        sock = getattr(getattr(getattr(r, "fp", None), "raw", None), "_sock", None)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"response not read within timeout_s={self.timeout_s}")
+            if sock is not None:
+                try:
+                    sock.settimeout(left)
+                except OSError:  # closed by http.client: the body has been read
+                    sock = None
+            chunk = r.read(1 << 16)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise ValueError(f"response body larger than {MAX_BODY_BYTES} bytes")
+            chunks.append(chunk)
+
     def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """POST JSON with bounded concurrency, timeout and retries.
+        """POST JSON with bounded concurrency, a per-attempt deadline and retries.
+
+        Each attempt goes to a replica (``_pick_replica``) and must finish -- connect, headers
+        and body -- within ``timeout_s``.
 
         Raises:
             BackendError: a non-retryable HTTP status, or retries exhausted (the message
-                names the last failure and the number of attempts).
+                names the last failure, its replica and the number of attempts).
         """
         data = json.dumps({**body, **self.extra_body}).encode("utf-8")
         last = ""
@@ -466,21 +541,23 @@ class OpenAICompatBackend(Backend):
                 self.n_requests += 1
                 self.n_retries += attempt > 0
             i = -1
+            ok = False
             try:
                 with self._sem:
                     i = self._pick_replica(avoid=failed)
                     try:
                         req = urllib.request.Request(self.base_urls[i] + path, data=data,
                                                      headers=self._headers(), method="POST")
+                        deadline = time.monotonic() + self.timeout_s
                         with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                            raw = r.read()
+                            raw = self._read_body(r, deadline)
+                        ok = True
                     finally:
-                        with self._route_lock:
-                            self._in_flight[i] -= 1
+                        self._release_replica(i, ok)
                 out = json.loads(raw.decode("utf-8"))
                 if isinstance(out, dict):
                     return out
-                last = f"expected a JSON object, got {type(out).__name__}"
+                last = f"expected a JSON object from {self.base_urls[i]}, got {_short(out)}"
             except urllib.error.HTTPError as err:
                 detail = _read_error(err)
                 if err.code not in _RETRY_STATUS:
@@ -502,17 +579,42 @@ class OpenAICompatBackend(Backend):
             f"POST {where}{path} failed after {self.max_retries + 1} attempts; last: {last}")
 
     def _pick_replica(self, avoid: int | None) -> int:
-        """The replica with the fewest requests in flight (round-robin among ties), not
-        ``avoid`` (the one that just failed) when another exists; counts the request."""
+        """The replica to send a request to; counts it as in flight.
+
+        Replicas that failed recently (connection refused, timeout, 5xx) sit out a cooldown
+        that doubles with each consecutive failure (``REPLICA_COOLDOWN_S`` up to
+        ``MAX_REPLICA_COOLDOWN_S``); among the others, the fewest requests in flight wins,
+        round-robin among ties, and ``avoid`` (the replica that just failed this request) is
+        skipped when another exists. If every replica is cooling down, the one whose
+        cooldown ends first is used.
+        """
         with self._route_lock:
             n = len(self.base_urls)
+            now = time.monotonic()
             order = [(self._next + k) % n for k in range(n)]
             if avoid is not None and n > 1:
                 order.remove(avoid)
-            i = min(order, key=lambda j: self._in_flight[j])
+            ready = [j for j in order if self._cool_until[j] <= now]
+            if ready:
+                i = min(ready, key=lambda j: self._in_flight[j])
+            else:
+                i = min(order, key=lambda j: self._cool_until[j])
             self._in_flight[i] += 1
             self._next = (i + 1) % n
             return i
+
+    def _release_replica(self, i: int, ok: bool) -> None:
+        """Count a request to replica ``i`` as finished; start or clear its cooldown."""
+        with self._route_lock:
+            self._in_flight[i] -= 1
+            if ok:
+                self._fails[i] = 0
+                self._cool_until[i] = 0.0
+            else:
+                self._fails[i] += 1
+                cool = min(MAX_REPLICA_COOLDOWN_S,
+                           REPLICA_COOLDOWN_S * 2 ** (self._fails[i] - 1))
+                self._cool_until[i] = time.monotonic() + cool
 
     # ---- reading top-k ------------------------------------------------------------------------
     def _completion_topk(self, text: str) -> list[_Entry]:
@@ -683,11 +785,13 @@ class OpenAICompatBackend(Backend):
         if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
                 and math.isfinite(temperature) and temperature >= 0):
             raise ConfigError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        check_seed(seed)
+        stops = normalize_stop(stop)
         common: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens,
-                                  "temperature": float(temperature), "seed": int(seed),
+                                  "temperature": float(temperature), "seed": seed,
                                   "stream": False}
-        if stop:
-            common["stop"] = list(stop)
+        if stops:
+            common["stop"] = stops
         if self.mode == "completion" or raw:
             text = self.render(prompt, system=system, prefill=prefill, raw=raw)
             out = self._post("/v1/completions", {**common, "prompt": text})
@@ -709,7 +813,9 @@ class OpenAICompatBackend(Backend):
                 v = v[k]
         except (KeyError, IndexError, TypeError) as err:
             raise BackendError(f"response has no generated text: {_short(out)}") from err
-        return str(v or "")
+        if not isinstance(v, str):
+            raise BackendError(f"response has no generated text: {_short(out)}")
+        return v
 
     def sample_scores(self, *args: Any, **kwargs: Any) -> Any:
         """Not available over HTTP (sampling from the full distribution needs every logit).
@@ -748,6 +854,14 @@ class OpenAICompatBackend(Backend):
         Raises:
             ConfigError: bad labels (checked once before any request).
         """
+        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+            raise ConfigError(f"prompts must be a sequence of prompts (a list), got "
+                              f"{type(prompts).__name__}: {_short_repr(prompts)}")
+        try:
+            inspect.signature(self.score_distribution).bind("prompt", labels, **kwargs)
+        except TypeError as err:
+            raise ConfigError(f"score_batch: {err} (keyword arguments go to "
+                              f"score_distribution)") from err
         key = self.resolve_labels(labels).labels
         fh = None
         lock = threading.Lock()
@@ -793,9 +907,33 @@ def _check_int(name: str, value: Any, lo: int) -> None:
 
 def _read_error(err: urllib.error.HTTPError) -> str:
     try:
-        return err.read().decode("utf-8", errors="replace")[:300]
-    except OSError:
+        return err.read(4096).decode("utf-8", errors="replace")[:300]
+    except (OSError, http.client.HTTPException, ValueError):  # a cut-short body must not
+        # hide the status
         return str(err)
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date
+    (RFC 9110 §10.2.3); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _short_repr(obj: Any) -> str:
+    r = repr(obj)
+    return r if len(r) <= 80 else r[:77] + "..."
 
 
 def _short(obj: Any) -> str:
@@ -813,53 +951,116 @@ def _never_continue() -> list[_Entry]:
 
 def _entry_id(d: Mapping[str, Any]) -> int | None:
     v = d.get("id", d.get("token_id"))
-    return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+_POSITIVE_SLACK = 1e-6
+"""Largest logprob (nats) above 0 accepted as float noise and read as 0."""
+_SUM_SLACK = 1e-4
+"""Largest excess of the returned top-k probabilities over 1 accepted as float noise."""
+
+
+def _entry(token_id: Any, text: Any, logprob: Any) -> _Entry:
+    """One validated top-k entry.
+
+    Raises:
+        BackendError: the logprob is not a number, is NaN or +inf, or is above 0 by more than
+            ``_POSITIVE_SLACK`` (a probability above 1); the token text is not a string.
+    """
+    if isinstance(logprob, bool) or not isinstance(logprob, (int, float)):
+        raise BackendError(f"server returned a non-numeric logprob {logprob!r} for token "
+                           f"{text!r}")
+    lp = float(logprob)
+    if math.isnan(lp) or lp > _POSITIVE_SLACK:
+        raise BackendError(f"server returned logprob {lp!r} for token {text!r}: a logprob "
+                           "must be a number <= 0")
+    if not isinstance(text, str):
+        raise BackendError(f"server returned a non-string token {text!r}")
+    tid = token_id if isinstance(token_id, int) and not isinstance(token_id, bool) else None
+    return _Entry(tid, text, min(lp, 0.0))
+
+
+def _checked(entries: list[_Entry]) -> list[_Entry]:
+    """Entries sorted by logprob (most probable first)."""
+    entries.sort(key=lambda e: -e.logprob)
+    return entries
 
 
 def _parse_completion_logprobs(lp: Any, k: int) -> list[_Entry]:
     """Top entries at the first generated position of a ``/v1/completions`` response.
 
-    OpenAI's legacy format: ``top_logprobs: [{text: logprob}]`` (keyed by text, no ids).
-    llama.cpp's server may instead give ``content: [{id, token, logprob, top_logprobs}]``.
+    OpenAI's legacy format (vLLM too): ``top_logprobs: [{text: logprob}]`` (keyed by text,
+    no ids). llama.cpp's server gives ``content: [{id, token, logprob, top_logprobs}]``.
+
+    Raises:
+        BackendError: no or unreadable logprobs (wrong types, NaN, logprob > 0, sum > 1).
     """
-    if isinstance(lp, Mapping) and lp.get("content"):
-        return _parse_chat_position(lp["content"][0])
-    if not isinstance(lp, Mapping) or not lp.get("top_logprobs"):
+    if not isinstance(lp, Mapping):
+        raise BackendError(f"completion response has no logprobs object: {_short(lp)}")
+    content = lp.get("content")
+    if content:
+        if not isinstance(content, list) or not isinstance(content[0], Mapping):
+            raise BackendError(f"unreadable logprobs.content: {_short(content)}")
+        return _parse_chat_position(content[0])
+    tops = lp.get("top_logprobs")
+    if not tops:
         raise BackendError(f"completion response has no top_logprobs: {_short(lp)}")
-    first = lp["top_logprobs"][0]
+    if not isinstance(tops, list):
+        raise BackendError(f"top_logprobs is not a list: {_short(tops)}")
+    first = tops[0]
     if isinstance(first, Mapping):
-        entries = [_Entry(None, str(t), float(v)) for t, v in first.items()]
-    elif isinstance(first, list):
-        entries = [_Entry(_entry_id(d), str(d.get("token", "")), float(d["logprob"]))
-                   for d in first]
+        entries = [_entry(None, t, v) for t, v in first.items()]
+    elif isinstance(first, list) and all(isinstance(d, Mapping) for d in first):
+        entries = [_entry(_entry_id(d), d.get("token", ""), d.get("logprob")) for d in first]
     else:
         raise BackendError(f"unreadable top_logprobs: {_short(first)}")
-    entries.sort(key=lambda e: -e.logprob)
-    return entries
+    return _checked(entries)
 
 
-def _parse_chat_position(pos: Mapping[str, Any]) -> list[_Entry]:
-    """Top entries of one position of a chat ``logprobs.content`` list."""
-    tops = pos.get("top_logprobs") or []
-    entries = [_Entry(_entry_id(d), str(d.get("token", "")), float(d["logprob"]))
-               for d in tops if d.get("logprob") is not None]
-    if not entries and pos.get("logprob") is not None:
-        entries = [_Entry(_entry_id(pos), str(pos.get("token", "")), float(pos["logprob"]))]
-    entries.sort(key=lambda e: -e.logprob)
-    return entries
+def _parse_chat_position(pos: Any) -> list[_Entry]:
+    """Top entries of one position of a chat ``logprobs.content`` list.
+
+    Raises:
+        BackendError: the position has neither ``top_logprobs`` nor ``logprob`` (e.g. a
+            llama.cpp request with ``post_sampling_probs``, which answers with probabilities
+            under other keys), or unreadable entries.
+    """
+    if not isinstance(pos, Mapping):
+        raise BackendError(f"unreadable logprobs position: {_short(pos)}")
+    tops = pos.get("top_logprobs")
+    if tops:
+        if not isinstance(tops, list) or not all(isinstance(d, Mapping) for d in tops):
+            raise BackendError(f"unreadable top_logprobs: {_short(tops)}")
+        entries = [_entry(_entry_id(d), d.get("token", ""), d.get("logprob")) for d in tops]
+    elif pos.get("logprob") is not None:
+        entries = [_entry(_entry_id(pos), pos.get("token", ""), pos.get("logprob"))]
+    else:
+        raise BackendError(f"logprobs position has neither top_logprobs nor logprob: "
+                           f"{_short(pos)}")
+    return _checked(entries)
 
 
 def _dedupe(entries: Sequence[_Entry]) -> tuple[list[_Entry], str]:
-    """Entries keyed by id when every entry has one (``"id"``), else by text (``"text"``)."""
+    """Entries keyed by id when every entry has one (``"id"``), else by text (``"text"``).
+
+    Raises:
+        BackendError: the distinct entries' probabilities sum above 1 (+ ``_SUM_SLACK``).
+    """
     if entries and all(e.token_id is not None for e in entries):
         seen: dict[int | None, _Entry] = {}
         for e in entries:
             seen.setdefault(e.token_id, e)
-        return list(seen.values()), "id"
-    seen_t: dict[str, _Entry] = {}
-    for e in entries:
-        seen_t.setdefault(e.text, e)
-    return list(seen_t.values()), "text"
+        out, match = list(seen.values()), "id"
+    else:
+        seen_t: dict[str, _Entry] = {}
+        for e in entries:
+            seen_t.setdefault(e.text, e)
+        out, match = list(seen_t.values()), "text"
+    total = math.fsum(math.exp(e.logprob) for e in out)
+    if total > 1.0 + _SUM_SLACK:
+        raise BackendError(f"server's top-k probabilities sum to {total:.6f} > 1 "
+                           f"({len(out)} distinct tokens)")
+    return out, match
 
 
 def _first_label_position(positions: Sequence[Sequence[_Entry]],
