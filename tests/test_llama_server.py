@@ -87,7 +87,9 @@ def test_props_template_auto_completion_mode(llama_server, smollm_llama):
         llama_server.start()  # a second start must not orphan the first process
     srv = OpenAICompatBackend(llama_server.url, "smollm2")
     assert srv.mode == "completion"
-    assert srv.signature().params["template_source"] == "server_props"
+    params = srv.signature().params
+    assert params["template_source"] == "server_props"
+    assert params["server"]["model_file"] == llama_server.model.name and params["server"]["build"]
     for p in PROMPTS:
         assert srv.render(p, prefill=PREFILL) == smollm_llama.render(p, prefill=PREFILL)
 

@@ -325,6 +325,7 @@ class OpenAICompatBackend(Backend):
         self._rng_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._template_source = "given" if chat_template else "none"
+        self._server_info: dict[str, str] = {}
         if mode == "auto" and not chat_template:
             all_props = [self._server_props(u) for u in roots]
             props = all_props[0]
@@ -335,6 +336,11 @@ class OpenAICompatBackend(Backend):
                 raise ConfigError(
                     f"replicas serve different chat templates or BOS/EOS tokens ({differ} "
                     f"differ from {roots[0]}): a score would depend on which replica answered")
+            info = {k: str(props[src]) for k, src in
+                    (("model_file", "model_path"), ("build", "build_info")) if props.get(src)}
+            if "model_file" in info:
+                info["model_file"] = Path(info["model_file"]).name
+            self._server_info = info
             if props.get("chat_template"):
                 chat_template = str(props["chat_template"])
                 self._template_source = "server_props"
@@ -440,6 +446,8 @@ class OpenAICompatBackend(Backend):
             tmpl = "server"
         p = {"mode": self.mode, "top_logprobs": self.top_logprobs,
              "template_source": self._template_source}
+        if self._server_info:  # llama.cpp's /props: served file name and build
+            p["server"] = dict(self._server_info)
         if self.extra_body:
             p["extra_body"] = self.extra_body
         if self.mode == "chat":
