@@ -132,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         from bench.speed_openai import main as main_openai
 
         return main_openai(argv)
-    ap = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m bench.speed", description=__doc__.splitlines()[0],
+        epilog="With --backend openai the options are --concurrency, --replicas, --server, "
+               "--parallel, --url, --limit, --repeats ...: see "
+               "`python -m bench.speed --backend openai --help`.")
     ap.add_argument("--backend", choices=["llama_cpp", "openai"], default="llama_cpp",
                     help="openai: judging over HTTP, see bench.speed_openai")
     ap.add_argument("--models", default="qwen2.5-coder-0.5b-instruct,smollm2-135m-instruct")

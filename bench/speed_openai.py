@@ -192,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     def fmt(v: float | None) -> str:
         return "-" if v is None else format(v, ".1e")
 
+    print("pool: requests in flight; cache: llama-server's cache_prompt; x local: items/s "
+          "relative to in process; max|dE|: largest expected-score difference and max|dlp|: "
+          "largest label logprob difference (nats) from in process; -np/-t: slots/threads per "
+          "server")
     for r in rows:
         cache = "-" if r["cache_prompt"] is None else ("on" if r["cache_prompt"] else "off")
         print(f"{r['backend']:42} {r['concurrency']:4d} {cache:>5} {r['seconds_median']:7.2f} "

@@ -4,7 +4,8 @@ Two servers, both on a free ``127.0.0.1`` port, both as context managers that st
 (and its log file handle) on exit:
 
 * ``LlamaServer`` -- llama.cpp's own C++ ``llama-server`` with ``--parallel N`` slots and
-  continuous batching: the server to scale out on. ``make models`` builds it from the
+  continuous batching: the server to scale out on. ``make llama-server`` (or ``make test``)
+  builds it from the
   llama.cpp sources vendored in the pinned llama-cpp-python sdist
   (``scripts/build_llama_server.py``); ``llama_server_binary()`` finds it.
 * ``LlamaCppPythonServer`` -- ``python -m llama_cpp.server`` (llama-cpp-python's ``[server]``
@@ -66,8 +67,8 @@ def llama_server_binary() -> Path:
     if found:
         return Path(found)
     raise ConfigError(
-        f"no llama-server binary: run `python scripts/build_llama_server.py` (or `make "
-        f"models`), put llama-server on PATH, or set {LLAMA_SERVER_ENV}")
+        f"no llama-server binary: run `make llama-server` (or `python "
+        f"scripts/build_llama_server.py`), put llama-server on PATH, or set {LLAMA_SERVER_ENV}")
 
 
 def _check_ints(**values: Any) -> None:

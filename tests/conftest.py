@@ -45,7 +45,7 @@ def require_module(name: str, env: str = "LOCALJUDGE_REQUIRE_MODELS"):
 @pytest.fixture(scope="session")
 def smollm_llama():
     """SmolLM2-135M-Instruct through LlamaCppBackend (loaded once per session)."""
-    pytest.importorskip("llama_cpp")
+    require_module("llama_cpp")
     require_model("smollm2-135m-instruct")
     from localjudge.backends.llama_cpp import LlamaCppBackend
 
@@ -55,7 +55,7 @@ def smollm_llama():
 # ---- HFBackend and cross-backend fixtures (hf_ / cross_ prefixes) ---------------------------
 def _hf_available() -> None:
     for mod in ("torch", "transformers", "gguf"):
-        pytest.importorskip(mod)
+        require_module(mod)
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +89,7 @@ def cross_backends(request, hf_load_s):
 
     def get(name: str):
         if name not in pairs:
-            pytest.importorskip("llama_cpp")
+            require_module("llama_cpp")
             _hf_available()
             require_model(name)
             if name == "smollm2-135m-instruct":

@@ -8,14 +8,14 @@ import json
 import math
 
 import pytest
-from conftest import SHARED_DATA, require_model
+from conftest import SHARED_DATA, require_model, require_module
 
 pytestmark = pytest.mark.model
 
 
 @pytest.fixture(autouse=True)
 def _needs_models_and_data():
-    pytest.importorskip("llama_cpp")
+    require_module("llama_cpp")
     if not (SHARED_DATA / "summeval" / "summeval.jsonl").is_file():
         pytest.skip(f"shared data missing under {SHARED_DATA}")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import require_module
 
 from localjudge.errors import ConfigError, ModelFileError
 from localjudge.metrics.bertscore import (
@@ -220,7 +221,7 @@ def _bert_score(
     batch_size: int = 3,
     **kw: Any,
 ) -> list[tuple[float, float, float]]:
-    bert_score = pytest.importorskip("bert_score")
+    bert_score = require_module("bert_score")
     p, r, f = bert_score.score(
         cands,
         refs,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import SHARED_DATA, require_model
+from conftest import SHARED_DATA, require_model, require_module
 
 from localjudge.cli import main
 
@@ -20,7 +20,7 @@ def _run(out, *extra):
 
 
 def test_summeval_main_job_records_and_resume(tmp_path, capsys):
-    pytest.importorskip("llama_cpp")
+    require_module("llama_cpp")
     require_model("smollm2-135m-instruct")
     if not SUMMEVAL.is_file():
         pytest.skip(f"shared data missing: {SUMMEVAL}")
@@ -48,7 +48,7 @@ def test_summeval_main_job_records_and_resume(tmp_path, capsys):
 
 
 def test_low_mass_items_are_errors_not_scores(tmp_path, capsys):
-    pytest.importorskip("llama_cpp")
+    require_module("llama_cpp")
     require_model("smollm2-135m-instruct")
     if not SUMMEVAL.is_file():
         pytest.skip(f"shared data missing: {SUMMEVAL}")
@@ -64,7 +64,7 @@ def test_low_mass_items_are_errors_not_scores(tmp_path, capsys):
 
 
 def test_resume_refuses_records_of_another_configuration(tmp_path):
-    pytest.importorskip("llama_cpp")
+    require_module("llama_cpp")
     require_model("smollm2-135m-instruct")
     if not SUMMEVAL.is_file():
         pytest.skip(f"shared data missing: {SUMMEVAL}")

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 from _prompts import CASES, COHERENCE_PROMPT
-from conftest import require_model
+from conftest import require_model, require_module
 
 from localjudge import ConfigError, ModelFileError, TemplateError
 
@@ -31,8 +31,8 @@ KV_ATOL = 1e-5
 
 @pytest.fixture(scope="module")
 def hf_mod():
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
+    require_module("torch")
+    require_module("transformers")
     from localjudge.backends import hf
 
     return hf

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from conftest import require_module
 
 from localjudge.errors import ConfigError, ModelFileError
 from localjudge.models import file_sha256, list_manifests, load_manifest, verify_file
@@ -53,7 +54,7 @@ def test_digest_is_recomputed_when_the_file_changes(tmp_path, monkeypatch):
 
 
 def test_backend_missing_model_file(tmp_path):
-    pytest.importorskip("llama_cpp")
+    require_module("llama_cpp")
     from localjudge.backends.llama_cpp import LlamaCppBackend
 
     p = tmp_path / "missing.gguf"

@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from conftest import require_model
+from conftest import require_model, require_module
 
 from localjudge.backends.fake import FakeBackend
 from localjudge.errors import ConfigError, TemplateError
@@ -276,7 +276,7 @@ def test_bench_summarise_counts_ties_as_wrong_and_leaves_errors_out():
 # ---- real model ---------------------------------------------------------------------------
 @pytest.mark.model
 def test_bench_pairwise_main_on_smollm(tmp_path):
-    pytest.importorskip("llama_cpp")
+    require_module("llama_cpp")
     require_model("smollm2-135m-instruct")
     from bench.pairwise import main
 

@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import require_module
 from scipy.stats import kendalltau, pearsonr, spearmanr
 
 from localjudge.errors import ConfigError
@@ -363,7 +364,7 @@ def test_kappa_excludes_missing_and_uses_given_scale():
 @pytest.mark.parametrize("weights", [None, "linear", "quadratic"])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_kappa_matches_sklearn(weights, seed):
-    metrics = pytest.importorskip("sklearn.metrics")
+    metrics = require_module("sklearn.metrics")
     rng = np.random.default_rng(seed)
     human = rng.integers(1, 6, size=60)
     judge = np.clip(human + rng.integers(-2, 3, size=60), 1, 5)
@@ -382,7 +383,7 @@ def test_kappa_matches_sklearn(weights, seed):
 
 
 def test_kappa_matches_sklearn_on_string_labels():
-    metrics = pytest.importorskip("sklearn.metrics")
+    metrics = require_module("sklearn.metrics")
     a = ["yes", "no", "yes", "yes", "no", "maybe", "no"]
     b = ["yes", "no", "no", "yes", "no", "yes", "maybe"]
     assert cohen_kappa(a, b).kappa == pytest.approx(metrics.cohen_kappa_score(a, b), abs=1e-12)
