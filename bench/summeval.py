@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from bench._common import make_run_dir, run_config, shared_data_dir, write_json
-from localjudge.judges.geval import GEval, GEvalResult, LLMTestCase, LLMTestCaseParams, evaluate
+from localjudge.judges.geval import GEval, GEvalResult, LLMTestCase, LLMTestCaseParams
+from localjudge.judges.runner import evaluate
 from localjudge.models import DEFAULT_JUDGE
 from localjudge.stats import (
     count_ties,

@@ -182,7 +182,8 @@ def cmd_summeval(args: argparse.Namespace) -> int:
 def cmd_geval(args: argparse.Namespace) -> int:
     from localjudge.backends import load_backend
     from localjudge.errors import ConfigError
-    from localjudge.judges.geval import GEval, LLMTestCase, Rubric, evaluate
+    from localjudge.judges.geval import GEval, LLMTestCase, Rubric
+    from localjudge.judges.runner import evaluate
 
     src = Path(args.input)
     if not src.is_file():

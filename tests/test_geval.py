@@ -17,9 +17,8 @@ from localjudge.judges.geval import (
     LLMTestCaseParams,
     MissingTestCaseParamsError,
     Rubric,
-    assert_test,
-    evaluate,
 )
+from localjudge.judges.runner import assert_test, evaluate
 
 P = [LLMTestCaseParams.INPUT, LLMTestCaseParams.ACTUAL_OUTPUT]
 CASE = LLMTestCase(input="Summarise: the cat sat.", actual_output="A cat sat.", name="c1")

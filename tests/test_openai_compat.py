@@ -522,3 +522,42 @@ def test_retry_after_http_date():
     assert _retry_after_s("2") == 2.0
     assert _retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0    # in the past
     assert _retry_after_s("soon") is None and _retry_after_s(None) is None
+
+
+# ---- G-Eval over HTTP with parallel workers --------------------------------------------------
+def _by_item(path, body, attempt):
+    """A distribution that depends on the item number in the prompt: item-k -> mass on 1..5
+    with P(5) = (k % 5 + 1) / 10 and the rest on 3."""
+    m = re.search(r"item-(\d+)", body.get("prompt", ""))
+    k = int(m.group(1)) if m else 0
+    p5 = (k % 5 + 1) / 10
+    return 200, _completion_body({"5": LN(p5), "3": LN(1 - p5)}), None
+
+
+def test_evaluate_in_parallel_equals_sequential(tmp_path):
+    from localjudge.judges import GEval, LLMTestCase, LLMTestCaseParams, evaluate
+
+    cases = [LLMTestCase(input=f"q{i}", actual_output=f"answer item-{i}") for i in range(12)]
+    with _Server(_by_item) as s:
+        def metric():
+            return GEval("Coherence", evaluation_steps=["Read.", "Rate."], model=_backend(
+                s.url, max_concurrency=4), evaluation_params=[LLMTestCaseParams.ACTUAL_OUTPUT])
+
+        seq = evaluate(cases, [metric()], out=tmp_path / "seq.jsonl")
+        par = evaluate(cases, [metric()], out=tmp_path / "par.jsonl", max_workers=4)
+    assert [r.raw_score for r in par] == [r.raw_score for r in seq]
+    assert [r.raw_score for r in seq] == pytest.approx(
+        [3 + 2 * (i % 5 + 1) / 10 for i in range(12)])
+    lines = [json.loads(x) for x in (tmp_path / "par.jsonl").read_text().splitlines()]
+    assert sorted(d["case_id"] for d in lines) == sorted(c.case_id for c in cases)
+
+
+def test_evaluate_in_parallel_needs_thread_safe_backends():
+    from localjudge.backends.fake import FakeBackend
+    from localjudge.judges import GEval, LLMTestCase, evaluate
+
+    m = GEval("Coherence", evaluation_steps=["Rate."], model=FakeBackend({"5": 1.0}))
+    with pytest.raises(ConfigError, match="thread-safe"):
+        evaluate([LLMTestCase(input="q", actual_output="a")], [m], max_workers=2)
+    with pytest.raises(ConfigError, match="max_workers"):
+        evaluate([LLMTestCase(input="q", actual_output="a")], [m], max_workers=0)

@@ -6,9 +6,8 @@ from localjudge.judges.geval import (
     LLMTestCase,
     LLMTestCaseParams,
     Rubric,
-    assert_test,
-    evaluate,
 )
+from localjudge.judges.runner import assert_test, evaluate
 
 __all__ = [
     "GEval",
