@@ -80,6 +80,9 @@ def normalize_labels(labels: Iterable[str | int] | range | None) -> tuple[str, .
         return DEFAULT_LABELS
     if isinstance(labels, (str, bytes)):
         raise ConfigError(f"labels must be a sequence of labels, got the single string {labels!r}")
+    if not isinstance(labels, Iterable):
+        raise ConfigError(f"labels must be a sequence of labels such as range(1, 6) or "
+                          f"['Yes', 'No'], got {labels!r}")
     out: list[str] = []
     for lab in labels:
         if isinstance(lab, bool) or not isinstance(lab, (str, numbers.Integral)):

@@ -561,3 +561,189 @@ def test_evaluate_in_parallel_needs_thread_safe_backends():
         evaluate([LLMTestCase(input="q", actual_output="a")], [m], max_workers=2)
     with pytest.raises(ConfigError, match="max_workers"):
         evaluate([LLMTestCase(input="q", actual_output="a")], [m], max_workers=0)
+
+
+# ---- second adversarial round -----------------------------------------------------------------
+def test_props_503_is_waited_for_then_refused():
+    import time
+
+    calls = []
+
+    class H(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            calls.append(1)
+            ready = len(calls) > 2
+            data = json.dumps({"chat_template": TEMPLATE}).encode() if ready else b"{}"
+            self.send_response(200 if ready else 503)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        b = OpenAICompatBackend(url, "m", timeout_s=10)          # loading, then ready
+        assert b.mode == "completion" and len(calls) == 3
+
+        def always_503(self):
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        H.do_GET = always_503                                   # never ready
+        t0 = time.monotonic()
+        with pytest.raises(ConfigError, match="HTTP 503"):
+            OpenAICompatBackend(url, "m", timeout_s=1.0)
+        assert time.monotonic() - t0 < 5
+    finally:
+        httpd.shutdown()
+
+
+def test_trickle_with_content_length_is_cut_at_the_deadline():
+    import time
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            data = _completion_top('{"4": -0.01}').encode() + b" " * 400
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for i in range(0, len(data), 4):
+                self.wfile.write(data[i:i + 4])
+                self.wfile.flush()
+                time.sleep(0.05)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        b = _backend(f"http://127.0.0.1:{httpd.server_address[1]}", timeout_s=0.5,
+                     max_retries=0)
+        t0 = time.monotonic()
+        with pytest.raises(BackendError, match="TimeoutError"):
+            b.score_distribution("x", prefill="S: ")
+        assert time.monotonic() - t0 < 2.0          # the body alone takes ~7 s
+    finally:
+        httpd.shutdown()
+
+
+@pytest.mark.parametrize("body", [
+    _completion_top('{"5": -1' + "0" * 400 + "}"),
+    "[" * 100000 + "]" * 100000,
+])
+def test_pathological_bodies_are_backend_errors(body):
+    httpd, url = _raw(body)
+    try:
+        with pytest.raises(BackendError):
+            _backend(url, max_retries=0).score_distribution("x", prefill="S: ", min_mass=0)
+    finally:
+        httpd.shutdown()
+
+
+def test_a_4xx_does_not_cool_a_replica_down():
+    httpd, url = _raw('{"error": "context overflow"}', status=400)
+    try:
+        b = _backend(url, max_retries=0)
+        with pytest.raises(BackendError, match="HTTP 400"):
+            b.score_distribution("x", prefill="S: ")
+        assert b._cool_until == [0.0] and b._fails == [0]
+    finally:
+        httpd.shutdown()
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"seed": "x"}, "seed"), ({"model_sha256": 5}, "model_sha256"),
+    ({"bos_token": 5}, "bos_token"),
+])
+def test_more_constructor_checks(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        _backend("http://127.0.0.1:9", **kw)
+    with pytest.raises(ConfigError, match="non-empty list"):
+        OpenAICompatBackend(b"http://x", "m", mode="chat")
+
+
+def test_score_batch_refuses_a_folder_and_a_bad_min_mass(tmp_path):
+    b = _backend("http://127.0.0.1:9")
+    with pytest.raises(ConfigError, match="folder"):
+        b.score_batch(["a"], out=tmp_path)
+    with pytest.raises(ConfigError, match="min_mass"):
+        b.score_batch(["a"], min_mass=2)
+    with pytest.raises(ConfigError, match="labels must be a sequence"):
+        b.score_batch(["a"], 5)
+
+
+def _steps_then(path, body, attempt):
+    """Step generation (no prefill in the prompt) fails with 500 once, then answers steps
+    that differ per call; scoring answers 4 with certainty."""
+    _steps_then.n = getattr(_steps_then, "n", 0)
+    if "Evaluation Steps" not in body.get("prompt", "") and "max_tokens" in body \
+            and body.get("max_tokens", 0) > 1:
+        _steps_then.n += 1
+        if _steps_then.n == 1:
+            return 500, {"error": "busy"}, None
+        return 200, {"choices": [{"text": f"1. Step {_steps_then.n}.\n2. Rate."}]}, None
+    return 200, _completion_body({"4": LN(1.0)}), None
+
+
+def test_parallel_evaluate_generates_steps_once(tmp_path):
+    from localjudge.judges import GEval, LLMTestCase, LLMTestCaseParams, evaluate
+
+    _steps_then.n = 0
+    cases = [LLMTestCase(input=f"q{i}", actual_output=f"a{i}") for i in range(12)]
+    with _Server(_steps_then) as s:
+        m = GEval("Coherence", criteria="Is it coherent?", model=_backend(s.url, max_retries=2),
+                  evaluation_params=[LLMTestCaseParams.ACTUAL_OUTPUT])
+        recs = evaluate(cases, [m], out=tmp_path / "o.jsonl", max_workers=6)
+    assert all(r.error is None for r in recs)
+    assert len({tuple(r.evaluation_steps) for r in recs}) == 1          # one set of steps
+    assert all(r.signature["evaluation_steps"] == list(r.evaluation_steps) for r in recs)
+
+
+def test_parallel_evaluate_step_failure_is_per_item_and_costs_one_generation(tmp_path):
+    from localjudge.judges import GEval, LLMTestCase, LLMTestCaseParams, evaluate
+
+    def no_steps(path, body, attempt):
+        if body.get("max_tokens", 0) > 1:
+            return 200, {"choices": [{"text": "I cannot."}]}, None
+        return 200, _completion_body({"4": LN(1.0)}), None
+
+    cases = [LLMTestCase(input=f"q{i}", actual_output=f"a{i}") for i in range(8)]
+    with _Server(no_steps) as s:
+        m = GEval("Coherence", criteria="Is it coherent?", model=_backend(s.url),
+                  evaluation_params=[LLMTestCaseParams.ACTUAL_OUTPUT])
+        recs = evaluate(cases, [m], out=tmp_path / "o.jsonl", max_workers=4)
+        n_gen = sum(1 for b in s.bodies if b.get("max_tokens", 0) > 1)
+    assert [r.error for r in recs] == ["parse_failure"] * 8
+    assert n_gen == 1
+    assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 8
+
+
+def test_parallel_evaluate_keeps_finished_records_when_interrupted(tmp_path):
+    import time
+
+    from localjudge.judges import GEval, LLMTestCase, LLMTestCaseParams, evaluate
+
+    def slow_first(path, body, attempt):
+        if "a0" in body.get("prompt", ""):
+            time.sleep(1.5)
+        return 200, _completion_body({"4": LN(1.0)}), None
+
+    cases = [LLMTestCase(input=f"q{i}", actual_output=f"a{i}") for i in range(10)]
+    out = tmp_path / "o.jsonl"
+    with _Server(slow_first) as s:
+        m = GEval("Coherence", evaluation_steps=["Rate."], model=_backend(s.url),
+                  evaluation_params=[LLMTestCaseParams.ACTUAL_OUTPUT])
+        recs = evaluate(cases, [m], out=out, max_workers=3)
+        assert all(r.error is None for r in recs)
+        lines = out.read_text().splitlines()
+    # completion order: the slow first item is written last, the others before it
+    assert json.loads(lines[-1])["case_id"] == cases[0].case_id

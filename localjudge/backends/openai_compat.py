@@ -249,7 +249,7 @@ class OpenAICompatBackend(Backend):
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else base_url
-        if not isinstance(urls, Sequence) or not urls:
+        if isinstance(urls, (bytes, bytearray)) or not isinstance(urls, Sequence) or not urls:
             raise ConfigError(f"base_url must be an http(s) URL or a non-empty list of them, "
                               f"got {base_url!r}")
         for u in urls:
@@ -262,6 +262,12 @@ class OpenAICompatBackend(Backend):
             raise ConfigError(f"model must be the served model name, got {model!r}")
         if mode not in ("auto", "completion", "chat"):
             raise ConfigError(f"mode must be 'auto', 'completion' or 'chat', got {mode!r}")
+        for name, v in (("bos_token", bos_token), ("eos_token", eos_token),
+                        ("model_sha256", model_sha256)):
+            if not isinstance(v, str):
+                raise ConfigError(f"{name} must be a string, got {v!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"seed must be an int, got {seed!r}")
         if chat_prefill not in ("error", "continue", "scan"):
             raise ConfigError(
                 f"chat_prefill must be 'error', 'continue' or 'scan', got {chat_prefill!r}")
@@ -488,10 +494,16 @@ class OpenAICompatBackend(Backend):
                     raise ConfigError(
                         f"{root}/props answered HTTP {err.code}: {_read_error(err)}") from err
                 time.sleep(0.5)  # loading the model
-            except (OSError, ValueError, http.client.HTTPException) as err:
-                raise ConfigError(f"cannot reach the server at {root!r}: {err}") from err
+                continue
+            except (OSError, ValueError, RecursionError, http.client.HTTPException) as err:
+                raise ConfigError(f"cannot read {root}/props: {type(err).__name__}: "
+                                  f"{str(err)[:200]}") from err
             if not isinstance(out, dict):
                 raise ConfigError(f"{root}/props answered {_short(out)}, not a JSON object")
+            bad = [k for k in ("chat_template", "bos_token", "eos_token")
+                   if out.get(k) is not None and not isinstance(out[k], str)]
+            if bad:
+                raise ConfigError(f"{root}/props has non-string {bad}: {_short(out)}")
             return out
 
     def _sleep_before_retry(self, attempt: int, retry_after: str | None) -> None:
@@ -522,7 +534,7 @@ class OpenAICompatBackend(Backend):
                     sock.settimeout(left)
                 except OSError:  # closed by http.client: the body has been read
                     sock = None
-            chunk = r.read(1 << 16)
+            chunk = r.read1(1 << 16)  # what has arrived: the deadline is checked per chunk
             if not chunk:
                 return b"".join(chunks)
             size += len(chunk)
@@ -557,8 +569,12 @@ class OpenAICompatBackend(Backend):
                         req = urllib.request.Request(self.base_urls[i] + path, data=data,
                                                      headers=self._headers(), method="POST")
                         deadline = time.monotonic() + self.timeout_s
-                        with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                            raw = self._read_body(r, deadline)
+                        try:
+                            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
+                                raw = self._read_body(r, deadline)
+                        except urllib.error.HTTPError as err:
+                            ok = err.code not in _RETRY_STATUS  # a 4xx is about the request
+                            raise
                         ok = True
                     finally:
                         self._release_replica(i, ok)
@@ -575,8 +591,8 @@ class OpenAICompatBackend(Backend):
                 last = f"HTTP {err.code} from {self.base_urls[i]}: {detail}"
                 retry_after = err.headers.get("Retry-After") if err.headers else None
             except (urllib.error.URLError, http.client.HTTPException, ConnectionError,
-                    TimeoutError, OSError, ValueError) as err:
-                last = f"{type(err).__name__} from {self.base_urls[i]}: {err}"
+                    TimeoutError, OSError, ValueError, RecursionError) as err:
+                last = f"{type(err).__name__} from {self.base_urls[i]}: {str(err)[:200]}"
             failed = i
             if attempt < self.max_retries:
                 logger.info("POST %s failed (%s); retry %d of %d", path, last, attempt + 1,
@@ -870,6 +886,10 @@ class OpenAICompatBackend(Backend):
         except TypeError as err:
             raise ConfigError(f"score_batch: {err} (keyword arguments go to "
                               f"score_distribution)") from err
+        if "min_mass" in kwargs:
+            check_min_mass(kwargs["min_mass"])
+        if out is not None and Path(out).is_dir():
+            raise ConfigError(f"out must be a JSONL file path, got the folder {str(out)!r}")
         key = self.resolve_labels(labels).labels
         fh = None
         lock = threading.Lock()
@@ -976,9 +996,13 @@ def _entry(token_id: Any, text: Any, logprob: Any) -> _Entry:
             ``_POSITIVE_SLACK`` (a probability above 1); the token text is not a string.
     """
     if isinstance(logprob, bool) or not isinstance(logprob, (int, float)):
-        raise BackendError(f"server returned a non-numeric logprob {logprob!r} for token "
-                           f"{text!r}")
-    lp = float(logprob)
+        raise BackendError(f"server returned a non-numeric logprob {_short_repr(logprob)} "
+                           f"for token {text!r}")
+    try:
+        lp = float(logprob)
+    except OverflowError:
+        raise BackendError(f"server returned an out-of-range logprob "
+                           f"{_short_repr(logprob)} for token {text!r}") from None
     if math.isnan(lp) or lp > _POSITIVE_SLACK:
         raise BackendError(f"server returned logprob {lp!r} for token {text!r}: a logprob "
                            "must be a number <= 0")

@@ -30,6 +30,7 @@ import itertools
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -417,6 +418,7 @@ class GEval:
         self._threshold = float(threshold)
         self._given_steps = tuple(evaluation_steps) if evaluation_steps is not None else None
         self._generated_steps: tuple[str, ...] | None = None
+        self._steps_lock = threading.Lock()
         self.result: GEvalResult | None = None
         self._labels = tuple(range(self.score_range[0], self.score_range[1] + 1))
         model.resolve_labels(self._labels)  # TokenizationError at set-up, not per item
@@ -571,15 +573,18 @@ class GEval:
         """
         if self.evaluation_steps is not None:
             return self.evaluation_steps
-        text = self.model.generate(self._steps_prompt(), max_tokens=256, temperature=0.0,
-                                   seed=self.seed, raw=self.raw)
-        steps = parse_steps(text)
-        if not steps:
-            raise ParseFailureError(
-                f"could not parse evaluation steps from the model's output: {text[:200]!r}")
-        self._generated_steps = tuple(steps)
-        logger.info("generated %d evaluation steps for %s", len(steps), self.name)
-        return self._generated_steps
+        with self._steps_lock:  # one generation even when several threads ask at once
+            if self.evaluation_steps is not None:
+                return self.evaluation_steps
+            text = self.model.generate(self._steps_prompt(), max_tokens=256, temperature=0.0,
+                                       seed=self.seed, raw=self.raw)
+            steps = parse_steps(text)
+            if not steps:
+                raise ParseFailureError(
+                    f"could not parse evaluation steps from the model's output: {text[:200]!r}")
+            self._generated_steps = tuple(steps)
+            logger.info("generated %d evaluation steps for %s", len(steps), self.name)
+            return self._generated_steps
 
     def signature(self) -> dict[str, Any]:
         """The judge's provenance (steps generated first if needed).
@@ -636,7 +641,8 @@ class GEval:
     def measure(self, test_case: LLMTestCase) -> float | None:
         """Judge one test case; sets ``score``, ``raw_score``, ``argmax_score``,
         ``distribution``, ``reason``, ``success``, ``error`` (state of the previous case is
-        cleared first).
+        cleared first). Not for concurrent calls on one metric (that state is shared); use
+        ``evaluate(..., max_workers=N)``, which never touches it.
 
         Returns:
             The 0-1 score, or ``None`` when the measurement failed (see ``error``).
@@ -706,6 +712,11 @@ class GEval:
         )
 
     def _safe_signature(self) -> dict[str, Any]:
+        """The signature for an error record; never generates steps (a failed item must not
+        cost another generation)."""
+        if self.evaluation_steps is None:
+            return {"judge": "geval", "name": self.name,
+                    "prompt_template": PROMPT_TEMPLATE_VERSION, "evaluation_steps": None}
         try:
             return self.signature()
         except LocalJudgeError:

@@ -6,20 +6,22 @@ Split from ``localjudge.judges.geval``, which holds the metric itself.
 
 from __future__ import annotations
 
-import contextlib
 import json
+import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from localjudge.errors import ConfigError, LocalJudgeError
+from localjudge.errors import BackendError, ConfigError, LocalJudgeError
 from localjudge.judges.geval import GEval, GEvalResult, LLMTestCase
 from localjudge.records import read_jsonl_records
 
 __all__ = ["assert_test", "evaluate"]
+
+logger = logging.getLogger(__name__)
 
 def evaluate(
     test_cases: Iterable[LLMTestCase],
@@ -88,7 +90,13 @@ def evaluate(
     done: dict[tuple[str, str], GEvalResult] = {}
     path = Path(out) if out is not None else None
     if path is not None and path.exists() and resume:
-        sigs = {m.name: m.signature() for m in metrics}
+        sigs: dict[str, dict[str, Any]] = {}
+        for m in metrics:
+            try:
+                sigs[m.name] = m.signature()
+            except LocalJudgeError as err:  # e.g. steps cannot be generated now: its stored
+                logger.warning("cannot check stored records of %s (%s); its items are "
+                               "judged again", m.name, err)  # records are not trusted
         for d in read_jsonl_records(path):
             try:
                 r = GEvalResult.from_dict(d)
@@ -110,11 +118,6 @@ def evaluate(
         m = by_name[key[1]]
         done[key] = r.with_threshold(m.threshold, m.strict_mode)
     todo = [(c, m) for c in cases for m in metrics if (c.case_id, m.name) not in done]
-    it: Iterable[tuple[LLMTestCase, GEval]] = todo
-    if show_progress:
-        from tqdm import tqdm
-
-        it = tqdm(todo, desc="judging", unit="item")
     fh = None
     lock = threading.Lock()
     if path is not None:
@@ -130,29 +133,59 @@ def evaluate(
 
     try:
         if max_workers == 1:
+            it: Iterable[tuple[LLMTestCase, GEval]] = todo
+            if show_progress:
+                from tqdm import tqdm
+
+                it = tqdm(todo, desc="judging", unit="item")
             for case, metric in it:
                 record(_judge_one(case, metric, stateful=True))
         else:
-            for m in metrics:  # once, before the workers: steps are shared by every item
-                with contextlib.suppress(LocalJudgeError):
-                    m.ensure_steps()  # a failure here is recorded per item below
-            with ThreadPoolExecutor(max_workers=max_workers) as pool:
-                futures = [pool.submit(_judge_one, c, m, stateful=False) for c, m in todo]
-                for fut in (_tqdm_iter(futures) if show_progress else futures):
-                    record(fut.result())
+            _evaluate_parallel(todo, metrics, max_workers, record, show_progress)
     finally:
         if fh is not None:
             fh.close()
     return [done[(c.case_id, m.name)] for c in cases for m in metrics]
 
 
-def _tqdm_iter(futures: list[Any]) -> Iterable[Any]:
-    """Futures in completion order under a tqdm bar."""
-    from concurrent.futures import as_completed
+def _evaluate_parallel(todo: list[tuple[LLMTestCase, GEval]], metrics: Sequence[GEval],
+                       max_workers: int, record: Callable[[GEvalResult], None],
+                       show_progress: bool) -> None:
+    """Judge ``todo`` on a thread pool; each record is written as soon as it is made.
 
-    from tqdm import tqdm
+    Steps are generated once per metric here, before any item is submitted; a metric whose
+    steps cannot be generated gets an error record for each of its items, and none of them
+    reaches a worker (so no worker can generate a different set). On any exception in this
+    thread (Ctrl-C included), queued items are cancelled and what finished is kept.
+    """
+    failed: dict[str, LocalJudgeError] = {}
+    for m in metrics:
+        try:
+            m.ensure_steps()
+        except LocalJudgeError as err:
+            failed[m.name] = err
+    work = []
+    for case, m in todo:
+        if m.name in failed:
+            record(_error_record(case, m, failed[m.name], 0.0))
+        else:
+            work.append((case, m))
+    if not work:
+        return
+    pool = ThreadPoolExecutor(max_workers=min(max_workers, len(work)))
+    try:
+        futures = [pool.submit(_judge_one, c, m, stateful=False) for c, m in work]
+        done_it: Iterable[Any] = as_completed(futures)
+        if show_progress:
+            from tqdm import tqdm
 
-    return tqdm(as_completed(futures), total=len(futures), desc="judging", unit="item")
+            done_it = tqdm(done_it, total=len(futures), desc="judging", unit="item")
+        for fut in done_it:
+            record(fut.result())
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _judge_one(case: LLMTestCase, metric: GEval, *, stateful: bool) -> GEvalResult:
@@ -167,13 +200,22 @@ def _judge_one(case: LLMTestCase, metric: GEval, *, stateful: bool) -> GEvalResu
         metric._check_case(case)
         return metric._measure(case, t0)
     except LocalJudgeError as err:
-        return GEvalResult(
-            name=metric.name, case_id=case.case_id, score=None, raw_score=None,
-            argmax_score=None, distribution=None, mass=None,
-            threshold=metric.threshold, strict=metric.strict_mode, success=False,
-            reason=None, error=err.code, message=str(err), method=metric._method(),
-            evaluation_steps=metric.evaluation_steps or (), signature={},
-            seconds=time.perf_counter() - t0)
+        return _error_record(case, metric, err, t0)
+    except Exception as err:  # a bug or an unforeseen server answer: one item, not the run
+        logger.exception("judging %s with %s failed unexpectedly", case.case_id, metric.name)
+        return _error_record(case, metric, BackendError(f"{type(err).__name__}: {err}"), t0)
+
+
+def _error_record(case: LLMTestCase, metric: GEval, err: LocalJudgeError,
+                  t0: float) -> GEvalResult:
+    """The record of a failed (case, metric): no score, ``error`` = the error's code."""
+    return GEvalResult(
+        name=metric.name, case_id=case.case_id, score=None, raw_score=None,
+        argmax_score=None, distribution=None, mass=None,
+        threshold=metric.threshold, strict=metric.strict_mode, success=False,
+        reason=None, error=err.code, message=str(err), method=metric._method(),
+        evaluation_steps=metric.evaluation_steps or (), signature=metric._safe_signature(),
+        seconds=time.perf_counter() - t0 if t0 else 0.0)
 
 
 def _never() -> GEvalResult:
