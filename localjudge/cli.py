@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from importlib import resources
@@ -209,14 +210,33 @@ def cmd_geval(args: argparse.Namespace) -> int:
                 from None
         score_range = (lo, hi)
     steps = [s.strip() for s in args.steps.split("|")] if args.steps else None
-    backend = load_backend(args.backend, args.model)
+    if args.backend == "openai":
+        if not args.url:
+            raise SystemExit("error: --backend openai needs --url (comma-separated replicas)")
+        kw: dict[str, object] = {"max_concurrency": max(1, args.workers),
+                                 "chat_prefill": args.chat_prefill}
+        if args.chat_template:
+            kw["chat_template"] = Path(args.chat_template).read_text("utf-8")
+        if args.api_key_env:
+            key = os.environ.get(args.api_key_env)
+            if not key:
+                raise SystemExit(f"error: environment variable {args.api_key_env} is empty")
+            kw["api_key"] = key
+        urls = [u.strip() for u in args.url.split(",") if u.strip()]
+        model = args.model if args.model != DEFAULT_JUDGE else "judge"
+        backend = load_backend("openai", urls if len(urls) > 1 else urls[0], model, **kw)
+    else:
+        if args.workers != 1:
+            raise SystemExit("error: --workers > 1 needs --backend openai (an in-process "
+                             "model judges one item at a time)")
+        backend = load_backend(args.backend, args.model)
     metric = GEval(args.name, criteria=args.criteria, evaluation_steps=steps,
                    evaluation_params=[p.strip() for p in args.params.split(",")],
                    rubric=rubric, score_range=score_range, threshold=args.threshold,
                    strict_mode=args.strict, model=backend, min_mass=args.min_mass,
                    include_reason=args.reason)
     recs = evaluate(cases, [metric], out=args.out, resume=not args.overwrite,
-                    show_progress=True)
+                    show_progress=True, max_workers=args.workers)
     scored = [r for r in recs if r.error is None]
     errors: dict[str, int] = {}
     for r in recs:
@@ -269,8 +289,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--strict", action="store_true")
     g.add_argument("--reason", action="store_true", help="generate a short rationale")
     g.add_argument("--min-mass", type=float, default=0.9)
-    g.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "hf"])
-    g.add_argument("--model", default=DEFAULT_JUDGE)
+    g.add_argument("--backend", default="llama_cpp", choices=["llama_cpp", "hf", "openai"])
+    g.add_argument("--model", default=DEFAULT_JUDGE,
+                   help="manifest name, GGUF path or HF id; with --backend openai the served "
+                        "model name (default 'judge')")
+    g.add_argument("--url", default=None,
+                   help="--backend openai: server root(s), comma-separated replicas")
+    g.add_argument("--workers", type=int, default=1,
+                   help="items judged at once (--backend openai only)")
+    g.add_argument("--chat-template", default=None,
+                   help="--backend openai: file with the model's Jinja chat template "
+                        "(default: llama.cpp's /props, else the server's chat endpoint)")
+    g.add_argument("--chat-prefill", default="error", choices=["error", "continue", "scan"],
+                   help="--backend openai in chat mode: how to handle G-Eval's prefill")
+    g.add_argument("--api-key-env", default=None,
+                   help="--backend openai: name of the environment variable with the API key")
     g.add_argument("--overwrite", action="store_true")
     g.set_defaults(func=cmd_geval)
     m = sub.add_parser("models", help="list embedded model manifests")

@@ -747,3 +747,39 @@ def test_parallel_evaluate_keeps_finished_records_when_interrupted(tmp_path):
         lines = out.read_text().splitlines()
     # completion order: the slow first item is written last, the others before it
     assert json.loads(lines[-1])["case_id"] == cases[0].case_id
+
+
+def test_cli_geval_over_http_with_workers(tmp_path, capsys):
+    from localjudge.cli import main
+
+    inp = tmp_path / "cases.jsonl"
+    inp.write_text("".join(json.dumps({"input": f"q{i}", "actual_output": f"answer item-{i}"})
+                           + "\n" for i in range(6)))
+    tmpl = tmp_path / "tmpl.jinja"
+    tmpl.write_text(TEMPLATE)
+    out = tmp_path / "out.jsonl"
+    with _Server(_by_item) as a, _Server(_by_item) as b:
+        rc = main(["geval", "--input", str(inp), "--out", str(out), "--backend", "openai",
+                   "--url", f"{a.url},{b.url}", "--workers", "3", "--steps", "Read.|Rate.",
+                   "--chat-template", str(tmpl), "--params", "input,actual_output"])
+        served = len(a.bodies) + len(b.bodies)
+    assert rc == 0 and served == 6
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    by_id = {r["case_id"]: r for r in recs}
+    assert len(by_id) == 6 and all(r["error"] is None for r in recs)
+    raw = sorted(r["raw_score"] for r in recs)
+    assert raw == pytest.approx(sorted(3 + 2 * (i % 5 + 1) / 10 for i in range(6)))
+    assert "6 scored" in capsys.readouterr().out
+
+
+def test_cli_workers_need_a_server(tmp_path):
+    from localjudge.cli import main
+
+    inp = tmp_path / "cases.jsonl"
+    inp.write_text(json.dumps({"input": "q", "actual_output": "a"}) + "\n")
+    with pytest.raises(SystemExit, match="--workers > 1 needs --backend openai"):
+        main(["geval", "--input", str(inp), "--out", str(tmp_path / "o.jsonl"),
+              "--workers", "2"])
+    with pytest.raises(SystemExit, match="needs --url"):
+        main(["geval", "--input", str(inp), "--out", str(tmp_path / "o.jsonl"),
+              "--backend", "openai"])
