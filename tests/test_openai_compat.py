@@ -783,3 +783,41 @@ def test_cli_workers_need_a_server(tmp_path):
     with pytest.raises(SystemExit, match="needs --url"):
         main(["geval", "--input", str(inp), "--out", str(tmp_path / "o.jsonl"),
               "--backend", "openai"])
+
+
+# ---- score_batch resume -------------------------------------------------------------------------
+def test_score_batch_resumes_only_missing_and_failed(tmp_path):
+    def flaky_once(path, body, attempt):
+        if "item-3" in body["prompt"] and attempt == 1:
+            return 400, {"error": "bad"}, None
+        return _by_item(path, body, attempt)
+
+    out = tmp_path / "o.jsonl"
+    prompts = [f"Rate item-{i}." for i in range(6)]
+    with _Server(flaky_once) as s:
+        b = _backend(s.url, max_retries=0)
+        first = b.score_batch(prompts, prefill="S: ", out=out)
+        assert [r.error is None for r in first] == [True, True, True, False, True, True]
+        n_after_first = len(s.bodies)
+        again = b.score_batch(prompts, prefill="S: ", out=out, show_progress=True)
+        assert len(s.bodies) == n_after_first + 1          # only item 3 was asked again
+    assert all(r.error is None for r in again)
+    assert [r.distribution.expected for r in again[:3]] == \
+        [r.distribution.expected for r in first[:3]]
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(lines) == 7 and [d["index"] for d in lines].count(3) == 2
+
+
+def test_score_batch_resume_refuses_other_prompts_or_config(tmp_path):
+    out = tmp_path / "o.jsonl"
+    with _Server(_by_item) as s:
+        b = _backend(s.url)
+        b.score_batch(["Rate item-1.", "Rate item-2."], prefill="S: ", out=out)
+        with pytest.raises(ConfigError, match="different prompt list"):
+            b.score_batch(["Rate item-2.", "Rate item-1."], prefill="S: ", out=out)
+        with pytest.raises(ConfigError, match="another configuration"):
+            b.score_batch(["Rate item-1.", "Rate item-2."], prefill="Score: ", out=out)
+        recs = b.score_batch(["Rate item-2."], prefill="Score: ", out=out, resume=False)
+    assert len(recs) == 1 and len(out.read_text().splitlines()) == 1
+    with pytest.raises(ConfigError, match="prompt 1 is not a prompt"):
+        b.score_batch(["ok", 5], out=tmp_path / "x.jsonl")

@@ -57,7 +57,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -76,6 +76,7 @@ from localjudge.backends.base import (
 )
 from localjudge.errors import BackendError, ConfigError, LocalJudgeError, LowMassError
 from localjudge.labels import LabelMap, _Node, normalize_labels
+from localjudge.records import read_jsonl_records
 from localjudge.signature import Signature, sha256_json, sha256_text
 from localjudge.templates import build_messages
 from localjudge.types import ScoreDistribution, TopToken, to_messages
@@ -157,6 +158,10 @@ class BatchRecord:
         error: error code (``low_mass``, ``backend_error``, ``config_error``...) or None.
         message: the error message or None.
         seconds: wall time of the item in seconds.
+        prompt_sha256: sha256 of the item's prompt as given (keys resume: a stored record is
+            reused only for the same prompt at the same index).
+        config_sha256: sha256 of the batch configuration (labels, keyword arguments, backend
+            signature); a resumed file must hold only this configuration's records.
     """
 
     index: int
@@ -164,13 +169,16 @@ class BatchRecord:
     error: str | None
     message: str | None
     seconds: float
+    prompt_sha256: str = ""
+    config_sha256: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable dict."""
         return {"index": self.index,
                 "distribution": None if self.distribution is None else
                 self.distribution.to_dict(),
-                "error": self.error, "message": self.message, "seconds": self.seconds}
+                "error": self.error, "message": self.message, "seconds": self.seconds,
+                "prompt_sha256": self.prompt_sha256, "config_sha256": self.config_sha256}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BatchRecord:
@@ -179,7 +187,9 @@ class BatchRecord:
         return cls(index=int(d["index"]),
                    distribution=None if dist is None else ScoreDistribution.from_dict(dist),
                    error=d.get("error"), message=d.get("message"),
-                   seconds=float(d.get("seconds", 0.0)))
+                   seconds=float(d.get("seconds", 0.0)),
+                   prompt_sha256=str(d.get("prompt_sha256", "")),
+                   config_sha256=str(d.get("config_sha256", "")))
 
 
 class OpenAICompatBackend(Backend):
@@ -857,6 +867,8 @@ class OpenAICompatBackend(Backend):
         labels: Iterable[str | int] | range | None = None,
         *,
         out: str | Path | None = None,
+        resume: bool = True,
+        show_progress: bool = False,
         **kwargs: Any,
     ) -> list[BatchRecord]:
         """Score many prompts concurrently (``max_concurrency`` requests in flight per replica).
@@ -864,19 +876,27 @@ class OpenAICompatBackend(Backend):
         Per-item failures (retries exhausted, low mass, bad responses) become records with
         ``error`` set -- never a crash of the run, never a score. With ``out``, each record is
         appended to a JSONL file as soon as it is made (completion order; ``index`` keys it),
-        exactly once per item.
+        once per item and run. On Ctrl-C or any exception, queued items are cancelled; the
+        records already written stay.
 
         Args:
             prompts: the items.
             labels: as in ``score_distribution``.
             out: optional JSONL path (appended to).
+            resume: with an existing ``out``: keep its successful records (same prompt at the
+                same index, same configuration) and score only the rest; failed items are
+                scored again and their new record is appended (the last record of an index is
+                the one that counts). ``False``: start the file over.
+            show_progress: tqdm progress bar on stderr.
             **kwargs: passed to ``score_distribution`` (prefill, system, min_mass, ...).
 
         Returns:
             One ``BatchRecord`` per prompt, in input order.
 
         Raises:
-            ConfigError: bad labels (checked once before any request).
+            ConfigError: bad prompts, labels or keyword arguments (checked once before any
+                request), ``out`` is a folder, or ``out`` holds records of another
+                configuration or another prompt at some index (resuming would mix them).
         """
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
             raise ConfigError(f"prompts must be a sequence of prompts (a list), got "
@@ -891,40 +911,89 @@ class OpenAICompatBackend(Backend):
         if out is not None and Path(out).is_dir():
             raise ConfigError(f"out must be a JSONL file path, got the folder {str(out)!r}")
         key = self.resolve_labels(labels).labels
+        try:
+            config = sha256_json({"labels": list(key), "kwargs": kwargs,
+                                  "signature": self.signature(key).to_dict()})
+        except TypeError as err:
+            raise ConfigError(f"score_batch keyword arguments must be JSON values: {err}") \
+                from None
+        hashes = []
+        for i, pr in enumerate(prompts):
+            try:
+                hashes.append(sha256_json([m.to_dict() for m in to_messages(pr)]))
+            except (ConfigError, TypeError, ValueError) as err:
+                raise ConfigError(f"prompt {i} is not a prompt: {err}") from None
+        records: dict[int, BatchRecord] = {}
+        path = Path(out) if out is not None else None
+        if path is not None and path.exists() and resume:
+            for d in read_jsonl_records(path):
+                try:
+                    r = BatchRecord.from_dict(d)
+                except (KeyError, TypeError, ValueError) as err:
+                    raise ConfigError(f"{path} holds a record that is not a score_batch record "
+                                      f"({type(err).__name__}: {err})") from None
+                if r.config_sha256 != config:
+                    raise ConfigError(
+                        f"{path} holds records of another configuration (labels, arguments or "
+                        "backend); resuming would mix them. Use a new file or resume=False")
+                if not (0 <= r.index < len(prompts)) or r.prompt_sha256 != hashes[r.index]:
+                    raise ConfigError(
+                        f"{path} holds a record for index {r.index} of a different prompt "
+                        "list; use a new file or resume=False")
+                if r.error is None:
+                    records[r.index] = r
+                else:
+                    records.pop(r.index, None)
+        elif path is not None and path.exists():
+            path.unlink()  # resume=False: start over
+        todo = [i for i in range(len(prompts)) if i not in records]
         fh = None
         lock = threading.Lock()
-        if out is not None:
-            p = Path(out)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            fh = p.open("a", encoding="utf-8")
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fh = path.open("a", encoding="utf-8")
 
         def one(i: int) -> BatchRecord:
             t0 = time.perf_counter()
             try:
                 d = self.score_distribution(prompts[i], key, **kwargs)
-                rec = BatchRecord(i, d, None, None, time.perf_counter() - t0)
+                return BatchRecord(i, d, None, None, time.perf_counter() - t0,
+                                   hashes[i], config)
             except LowMassError as err:
-                rec = BatchRecord(i, err.distribution, err.code, str(err),
-                                  time.perf_counter() - t0)
+                return BatchRecord(i, err.distribution, err.code, str(err),
+                                   time.perf_counter() - t0, hashes[i], config)
             except LocalJudgeError as err:
-                rec = BatchRecord(i, None, err.code, str(err), time.perf_counter() - t0)
+                return BatchRecord(i, None, err.code, str(err), time.perf_counter() - t0,
+                                   hashes[i], config)
             except Exception as err:
                 logger.exception("item %d failed unexpectedly", i)
-                rec = BatchRecord(i, None, "backend_error", f"{type(err).__name__}: {err}",
-                                  time.perf_counter() - t0)
-            if fh is not None:
-                with lock:
-                    fh.write(json.dumps(rec.to_dict()) + "\n")
-                    fh.flush()
-            return rec
+                return BatchRecord(i, None, "backend_error", f"{type(err).__name__}: {err}",
+                                   time.perf_counter() - t0, hashes[i], config)
 
+        pool = ThreadPoolExecutor(
+            max_workers=max(1, min(self.max_concurrency * len(self.base_urls), len(todo))))
         try:
-            with ThreadPoolExecutor(max_workers=self.max_concurrency * len(self.base_urls)) as pool:
-                records = list(pool.map(one, range(len(prompts))))
+            futures = [pool.submit(one, i) for i in todo]
+            done_it: Iterable[Any] = as_completed(futures)
+            if show_progress:
+                from tqdm import tqdm
+
+                done_it = tqdm(done_it, total=len(futures), desc="scoring", unit="item")
+            for fut in done_it:
+                rec = fut.result()
+                records[rec.index] = rec
+                if fh is not None:
+                    with lock:
+                        fh.write(json.dumps(rec.to_dict(), allow_nan=False) + "\n")
+                        fh.flush()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         finally:
             if fh is not None:
                 fh.close()
-        return records
+        pool.shutdown(wait=True)
+        return [records[i] for i in range(len(prompts))]
 
 
 # ---- helpers ---------------------------------------------------------------------------------
