@@ -517,7 +517,7 @@ def test_generate_checks_text_seed_and_stop():
 
 
 def test_retry_after_http_date():
-    from localjudge.backends.openai_compat import _retry_after_s
+    from localjudge.backends._http import _retry_after_s
 
     assert _retry_after_s("2") == 2.0
     assert _retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0    # in the past
@@ -655,7 +655,7 @@ def test_a_4xx_does_not_cool_a_replica_down():
         b = _backend(url, max_retries=0)
         with pytest.raises(BackendError, match="HTTP 400"):
             b.score_distribution("x", prefill="S: ")
-        assert b._cool_until == [0.0] and b._fails == [0]
+        assert b._http._cool_until == [0.0] and b._http._fails == [0]
     finally:
         httpd.shutdown()
 
@@ -821,3 +821,16 @@ def test_score_batch_resume_refuses_other_prompts_or_config(tmp_path):
     assert len(recs) == 1 and len(out.read_text().splitlines()) == 1
     with pytest.raises(ConfigError, match="prompt 1 is not a prompt"):
         b.score_batch(["ok", 5], out=tmp_path / "x.jsonl")
+
+
+def test_batch_runner_works_for_any_backend_one_at_a_time(tmp_path):
+    from localjudge.backends._batch import score_batch
+    from localjudge.backends.fake import FakeBackend
+
+    fake = FakeBackend({"4": 0.75, "5": 0.25})
+    recs = score_batch(fake, ["a", "b"], out=tmp_path / "o.jsonl")
+    assert [r.distribution.expected for r in recs] == [4.25, 4.25]
+    with pytest.raises(ConfigError, match="thread-safe"):
+        score_batch(fake, ["a"], max_workers=2)
+    with pytest.raises(ConfigError, match="max_workers"):
+        score_batch(fake, ["a"], max_workers=0)

@@ -45,25 +45,28 @@ tokenizer lives in the server), ``sample_scores`` and ``boundary="all"`` (refuse
 
 from __future__ import annotations
 
-import email.utils
-import http.client
-import inspect
 import json
 import logging
 import math
-import random
-import threading
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from localjudge.backends._batch import BatchRecord, score_batch
+from localjudge.backends._http import HttpPool
+from localjudge.backends._topk import (
+    _Entry,
+    _first_label_position,
+    _label_probs,
+    _never_continue,
+    _parse_chat_position,
+    _parse_completion_logprobs,
+    _short,
+    _starts_label,
+    normalize_token_text,
+)
 from localjudge.backends.base import (
     DEFAULT_MIN_MASS,
     DEFAULT_PRUNE_BELOW,
@@ -74,9 +77,8 @@ from localjudge.backends.base import (
     check_seed,
     normalize_stop,
 )
-from localjudge.errors import BackendError, ConfigError, LocalJudgeError, LowMassError
+from localjudge.errors import BackendError, ConfigError, LowMassError
 from localjudge.labels import LabelMap, _Node, normalize_labels
-from localjudge.records import read_jsonl_records
 from localjudge.signature import Signature, sha256_json, sha256_text
 from localjudge.templates import build_messages
 from localjudge.types import ScoreDistribution, TopToken, to_messages
@@ -102,18 +104,6 @@ DEFAULT_MAX_RETRIES = 3
 DEFAULT_BACKOFF_S = 0.5
 """First backoff in seconds; doubles each retry, plus up to 50 % seeded jitter."""
 
-MAX_RETRY_AFTER_S = 30.0
-"""Cap on a server's ``Retry-After`` in seconds."""
-
-MAX_BODY_BYTES = 64 << 20
-"""Largest response body read (bytes); a larger one is a failed attempt."""
-
-REPLICA_COOLDOWN_S = 1.0
-"""Seconds a replica sits out after a failed attempt (doubling per consecutive failure)."""
-
-MAX_REPLICA_COOLDOWN_S = 30.0
-"""Cap on a replica's cooldown in seconds."""
-
 DEFAULT_SCAN_TOKENS = 16
 """``chat_prefill="scan"``: answer tokens searched for the first label token."""
 
@@ -123,73 +113,6 @@ _OWN_FIELDS = frozenset({
     # servers' aliases of the above, and fields that change what the returned logprobs mean
     "n_probs", "n_predict", "max_completion_tokens", "post_sampling_probs", "n", "best_of",
     "logit_bias", "prompt_logprobs"})
-_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
-_SPACE_MARKS = ("▁", "Ġ")
-
-
-def normalize_token_text(text: str) -> str:
-    """A token's text with leading spaces removed (``" 5"``, ``"▁5"``, ``"Ġ5"`` -> ``"5"``).
-
-    Only spaces are removed, as in ``localjudge.labels.resolve_label_ids``; a newline or tab
-    before a digit is a different answer, not a spelling of the label.
-    """
-    i = 0
-    while i < len(text) and (text[i] == " " or text[i] in _SPACE_MARKS):
-        i += 1
-    return text[i:]
-
-
-@dataclass(frozen=True)
-class _Entry:
-    """One returned top token: id (None when the server gives none), text, logprob (nats)."""
-
-    token_id: int | None
-    text: str
-    logprob: float
-
-
-@dataclass(frozen=True)
-class BatchRecord:
-    """One item of ``OpenAICompatBackend.score_batch``: a distribution or an error, never both.
-
-    Attributes:
-        index: position of the item in the input (0-based).
-        distribution: the distribution, or None on error (kept on ``low_mass``).
-        error: error code (``low_mass``, ``backend_error``, ``config_error``...) or None.
-        message: the error message or None.
-        seconds: wall time of the item in seconds.
-        prompt_sha256: sha256 of the item's prompt as given (keys resume: a stored record is
-            reused only for the same prompt at the same index).
-        config_sha256: sha256 of the batch configuration (labels, keyword arguments, backend
-            signature); a resumed file must hold only this configuration's records.
-    """
-
-    index: int
-    distribution: ScoreDistribution | None
-    error: str | None
-    message: str | None
-    seconds: float
-    prompt_sha256: str = ""
-    config_sha256: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable dict."""
-        return {"index": self.index,
-                "distribution": None if self.distribution is None else
-                self.distribution.to_dict(),
-                "error": self.error, "message": self.message, "seconds": self.seconds,
-                "prompt_sha256": self.prompt_sha256, "config_sha256": self.config_sha256}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BatchRecord:
-        """Inverse of ``to_dict``."""
-        dist = d.get("distribution")
-        return cls(index=int(d["index"]),
-                   distribution=None if dist is None else ScoreDistribution.from_dict(dist),
-                   error=d.get("error"), message=d.get("message"),
-                   seconds=float(d.get("seconds", 0.0)),
-                   prompt_sha256=str(d.get("prompt_sha256", "")),
-                   config_sha256=str(d.get("config_sha256", "")))
 
 
 class OpenAICompatBackend(Backend):
@@ -319,7 +242,6 @@ class OpenAICompatBackend(Backend):
         """Server roots (one per replica), without a trailing ``/v1``."""
         self.base_url = roots[0]
         self.model = model
-        self._api_key = api_key
         self.top_logprobs = top_logprobs
         self.max_concurrency = max_concurrency
         self.timeout_s = float(timeout_s)
@@ -331,19 +253,13 @@ class OpenAICompatBackend(Backend):
         self._model_sha256 = model_sha256
         self._bos_text = bos_token
         self._eos = eos_token
-        self._sem = threading.BoundedSemaphore(max_concurrency * len(roots))
-        self._in_flight = [0] * len(roots)
-        self._fails = [0] * len(roots)
-        self._cool_until = [0.0] * len(roots)
-        self._route_lock = threading.Lock()
-        self._next = 0
-        self._rng = random.Random(seed)
-        self._rng_lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
+        self._http = HttpPool(roots, api_key=api_key, max_concurrency=max_concurrency,
+                              timeout_s=timeout_s, max_retries=max_retries,
+                              backoff_s=backoff_s, seed=seed, extra_body=self.extra_body)
         self._template_source = "given" if chat_template else "none"
         self._server_info: dict[str, str] = {}
         if mode == "auto" and not chat_template:
-            all_props = [self._server_props(u) for u in roots]
+            all_props = [self._http.props(u) for u in roots]
             props = all_props[0]
             keys = ("chat_template", "bos_token", "eos_token")
             differ = [u for u, q in zip(roots, all_props)
@@ -371,11 +287,16 @@ class OpenAICompatBackend(Backend):
         self.mode = mode
         self._template = chat_template
         self._label_cache: dict[tuple[str, ...], LabelMap] = {}
-        self.n_requests = 0
+
+    @property
+    def n_requests(self) -> int:
         """HTTP attempts made (retries included), for benchmarks and tests."""
-        self.n_retries = 0
+        return self._http.n_requests
+
+    @property
+    def n_retries(self) -> int:
         """Attempts that were retries."""
-        self._count_lock = threading.Lock()
+        return self._http.n_retries
 
     # ---- Backend's token-level interface: the tokenizer lives in the server ------------------
     @property
@@ -476,185 +397,11 @@ class OpenAICompatBackend(Backend):
             params=p, versions=package_versions("numpy"))
 
     # ---- HTTP -----------------------------------------------------------------------------
-    def _headers(self) -> dict[str, str]:
-        h = {"Content-Type": "application/json"}
-        if self._api_key:
-            h["Authorization"] = f"Bearer {self._api_key}"
-        return h
-
-    def _server_props(self, root: str) -> dict[str, Any]:
-        """llama.cpp's ``GET /props`` (chat template, BOS/EOS text), or {} when the server has
-        none (404 / 405: not llama.cpp). A 503 (model still loading) is retried until
-        ``timeout_s`` has passed.
-
-        Raises:
-            ConfigError: the server is unreachable, answers another error status (e.g. 401),
-                or still 503 after ``timeout_s``, or its answer is not a JSON object.
-        """
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            req = urllib.request.Request(root + "/props", headers=self._headers())
-            try:
-                with urllib.request.urlopen(req, timeout=min(self.timeout_s, 10.0)) as r:
-                    out: Any = json.loads(r.read(1 << 24).decode("utf-8"))
-            except urllib.error.HTTPError as err:
-                if err.code in (404, 405):
-                    return {}  # not llama.cpp's server: no /props
-                if err.code != 503 or time.monotonic() > deadline:
-                    raise ConfigError(
-                        f"{root}/props answered HTTP {err.code}: {_read_error(err)}") from err
-                time.sleep(0.5)  # loading the model
-                continue
-            except (OSError, ValueError, RecursionError, http.client.HTTPException) as err:
-                raise ConfigError(f"cannot read {root}/props: {type(err).__name__}: "
-                                  f"{str(err)[:200]}") from err
-            if not isinstance(out, dict):
-                raise ConfigError(f"{root}/props answered {_short(out)}, not a JSON object")
-            bad = [k for k in ("chat_template", "bos_token", "eos_token")
-                   if out.get(k) is not None and not isinstance(out[k], str)]
-            if bad:
-                raise ConfigError(f"{root}/props has non-string {bad}: {_short(out)}")
-            return out
-
-    def _sleep_before_retry(self, attempt: int, retry_after: str | None) -> None:
-        with self._rng_lock:
-            jitter = self._rng.random() * 0.5
-        delay = self.backoff_s * (2 ** attempt) * (1.0 + jitter)
-        wait = _retry_after_s(retry_after)
-        if wait is not None:
-            delay = max(delay, min(wait, MAX_RETRY_AFTER_S))
-        time.sleep(delay)
-
-    def _read_body(self, r: Any, deadline: float) -> bytes:
-        """The response body, read in chunks until ``deadline`` (monotonic seconds).
-
-        Raises:
-            TimeoutError: the deadline passed while reading (a server trickling its answer).
-            ValueError: the body is larger than ``MAX_BODY_BYTES``.
-        """
-        sock = getattr(getattr(getattr(r, "fp", None), "raw", None), "_sock", None)
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"response not read within timeout_s={self.timeout_s}")
-            if sock is not None:
-                try:
-                    sock.settimeout(left)
-                except OSError:  # closed by http.client: the body has been read
-                    sock = None
-            chunk = r.read1(1 << 16)  # what has arrived: the deadline is checked per chunk
-            if not chunk:
-                return b"".join(chunks)
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise ValueError(f"response body larger than {MAX_BODY_BYTES} bytes")
-            chunks.append(chunk)
-
-    def _post(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """POST JSON with bounded concurrency, a per-attempt deadline and retries.
-
-        Each attempt goes to a replica (``_pick_replica``) and must finish -- connect, headers
-        and body -- within ``timeout_s``.
-
-        Raises:
-            BackendError: a non-retryable HTTP status, or retries exhausted (the message
-                names the last failure, its replica and the number of attempts).
-        """
-        data = json.dumps({**body, **self.extra_body}).encode("utf-8")
-        last = ""
-        failed: int | None = None
-        for attempt in range(self.max_retries + 1):
-            retry_after: str | None = None
-            with self._count_lock:
-                self.n_requests += 1
-                self.n_retries += attempt > 0
-            i = -1
-            ok = False
-            try:
-                with self._sem:
-                    i = self._pick_replica(avoid=failed)
-                    try:
-                        req = urllib.request.Request(self.base_urls[i] + path, data=data,
-                                                     headers=self._headers(), method="POST")
-                        deadline = time.monotonic() + self.timeout_s
-                        try:
-                            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:
-                                raw = self._read_body(r, deadline)
-                        except urllib.error.HTTPError as err:
-                            ok = err.code not in _RETRY_STATUS  # a 4xx is about the request
-                            raise
-                        ok = True
-                    finally:
-                        self._release_replica(i, ok)
-                out = json.loads(raw.decode("utf-8"))
-                if isinstance(out, dict):
-                    return out
-                last = f"expected a JSON object from {self.base_urls[i]}, got {_short(out)}"
-            except urllib.error.HTTPError as err:
-                detail = _read_error(err)
-                if err.code not in _RETRY_STATUS:
-                    raise BackendError(
-                        f"server {self.base_urls[i]} answered HTTP {err.code} to POST {path}: "
-                        f"{detail}") from err
-                last = f"HTTP {err.code} from {self.base_urls[i]}: {detail}"
-                retry_after = err.headers.get("Retry-After") if err.headers else None
-            except (urllib.error.URLError, http.client.HTTPException, ConnectionError,
-                    TimeoutError, OSError, ValueError, RecursionError) as err:
-                last = f"{type(err).__name__} from {self.base_urls[i]}: {str(err)[:200]}"
-            failed = i
-            if attempt < self.max_retries:
-                logger.info("POST %s failed (%s); retry %d of %d", path, last, attempt + 1,
-                            self.max_retries)
-                self._sleep_before_retry(attempt, retry_after)
-        where = self.base_url if len(self.base_urls) == 1 else f"{len(self.base_urls)} replicas"
-        raise BackendError(
-            f"POST {where}{path} failed after {self.max_retries + 1} attempts; last: {last}")
-
-    def _pick_replica(self, avoid: int | None) -> int:
-        """The replica to send a request to; counts it as in flight.
-
-        Replicas that failed recently (connection refused, timeout, 5xx) sit out a cooldown
-        that doubles with each consecutive failure (``REPLICA_COOLDOWN_S`` up to
-        ``MAX_REPLICA_COOLDOWN_S``); among the others, the fewest requests in flight wins,
-        round-robin among ties, and ``avoid`` (the replica that just failed this request) is
-        skipped when another exists. If every replica is cooling down, the one whose
-        cooldown ends first is used.
-        """
-        with self._route_lock:
-            n = len(self.base_urls)
-            now = time.monotonic()
-            order = [(self._next + k) % n for k in range(n)]
-            if avoid is not None and n > 1:
-                order.remove(avoid)
-            ready = [j for j in order if self._cool_until[j] <= now]
-            if ready:
-                i = min(ready, key=lambda j: self._in_flight[j])
-            else:
-                i = min(order, key=lambda j: self._cool_until[j])
-            self._in_flight[i] += 1
-            self._next = (i + 1) % n
-            return i
-
-    def _release_replica(self, i: int, ok: bool) -> None:
-        """Count a request to replica ``i`` as finished; start or clear its cooldown."""
-        with self._route_lock:
-            self._in_flight[i] -= 1
-            if ok:
-                self._fails[i] = 0
-                self._cool_until[i] = 0.0
-            else:
-                self._fails[i] += 1
-                cool = min(MAX_REPLICA_COOLDOWN_S,
-                           REPLICA_COOLDOWN_S * 2 ** (self._fails[i] - 1))
-                self._cool_until[i] = time.monotonic() + cool
-
     # ---- reading top-k ------------------------------------------------------------------------
     def _completion_topk(self, text: str) -> list[_Entry]:
         body = {"model": self.model, "prompt": text, "max_tokens": 1, "temperature": 0.0,
                 "logprobs": self.top_logprobs, "echo": False, "stream": False}
-        out = self._post("/v1/completions", body)
+        out = self._http.post("/v1/completions", body)
         try:
             lp = out["choices"][0]["logprobs"]
         except (KeyError, IndexError, TypeError) as err:
@@ -670,7 +417,7 @@ class OpenAICompatBackend(Backend):
         if continue_final:
             body["continue_final_message"] = True
             body["add_generation_prompt"] = False
-        out = self._post("/v1/chat/completions", body)
+        out = self._http.post("/v1/chat/completions", body)
         try:
             content = out["choices"][0]["logprobs"]["content"]
         except (KeyError, IndexError, TypeError) as err:
@@ -828,7 +575,7 @@ class OpenAICompatBackend(Backend):
             common["stop"] = stops
         if self.mode == "completion" or raw:
             text = self.render(prompt, system=system, prefill=prefill, raw=raw)
-            out = self._post("/v1/completions", {**common, "prompt": text})
+            out = self._http.post("/v1/completions", {**common, "prompt": text})
             key: tuple[str, ...] = ("text",)
         else:
             if prefill is not None and self.chat_prefill != "continue":
@@ -839,7 +586,7 @@ class OpenAICompatBackend(Backend):
             body = {**common, "messages": msgs}
             if cont:
                 body.update(continue_final_message=True, add_generation_prompt=False)
-            out = self._post("/v1/chat/completions", body)
+            out = self._http.post("/v1/chat/completions", body)
             key = ("message", "content")
         try:
             v: Any = out["choices"][0]
@@ -873,359 +620,15 @@ class OpenAICompatBackend(Backend):
     ) -> list[BatchRecord]:
         """Score many prompts concurrently (``max_concurrency`` requests in flight per replica).
 
-        Per-item failures (retries exhausted, low mass, bad responses) become records with
-        ``error`` set -- never a crash of the run, never a score. With ``out``, each record is
-        appended to a JSONL file as soon as it is made (completion order; ``index`` keys it),
-        once per item and run. On Ctrl-C or any exception, queued items are cancelled; the
-        records already written stay.
-
-        Args:
-            prompts: the items.
-            labels: as in ``score_distribution``.
-            out: optional JSONL path (appended to).
-            resume: with an existing ``out``: keep its successful records (same prompt at the
-                same index, same configuration) and score only the rest; failed items are
-                scored again and their new record is appended (the last record of an index is
-                the one that counts). ``False``: start the file over.
-            show_progress: tqdm progress bar on stderr.
-            **kwargs: passed to ``score_distribution`` (prefill, system, min_mass, ...).
-
-        Returns:
-            One ``BatchRecord`` per prompt, in input order.
-
-        Raises:
-            ConfigError: bad prompts, labels or keyword arguments (checked once before any
-                request), ``out`` is a folder, or ``out`` holds records of another
-                configuration or another prompt at some index (resuming would mix them).
+        See ``localjudge.backends._batch.score_batch`` for the arguments, the per-item error
+        records, the resumable JSONL (``out``, ``resume``) and the errors raised.
         """
-        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
-            raise ConfigError(f"prompts must be a sequence of prompts (a list), got "
-                              f"{type(prompts).__name__}: {_short_repr(prompts)}")
-        try:
-            inspect.signature(self.score_distribution).bind("prompt", labels, **kwargs)
-        except TypeError as err:
-            raise ConfigError(f"score_batch: {err} (keyword arguments go to "
-                              f"score_distribution)") from err
-        if "min_mass" in kwargs:
-            check_min_mass(kwargs["min_mass"])
-        if out is not None and Path(out).is_dir():
-            raise ConfigError(f"out must be a JSONL file path, got the folder {str(out)!r}")
-        key = self.resolve_labels(labels).labels
-        try:
-            config = sha256_json({"labels": list(key), "kwargs": kwargs,
-                                  "signature": self.signature(key).to_dict()})
-        except TypeError as err:
-            raise ConfigError(f"score_batch keyword arguments must be JSON values: {err}") \
-                from None
-        hashes = []
-        for i, pr in enumerate(prompts):
-            try:
-                hashes.append(sha256_json([m.to_dict() for m in to_messages(pr)]))
-            except (ConfigError, TypeError, ValueError) as err:
-                raise ConfigError(f"prompt {i} is not a prompt: {err}") from None
-        records: dict[int, BatchRecord] = {}
-        path = Path(out) if out is not None else None
-        if path is not None and path.exists() and resume:
-            for d in read_jsonl_records(path):
-                try:
-                    r = BatchRecord.from_dict(d)
-                except (KeyError, TypeError, ValueError) as err:
-                    raise ConfigError(f"{path} holds a record that is not a score_batch record "
-                                      f"({type(err).__name__}: {err})") from None
-                if r.config_sha256 != config:
-                    raise ConfigError(
-                        f"{path} holds records of another configuration (labels, arguments or "
-                        "backend); resuming would mix them. Use a new file or resume=False")
-                if not (0 <= r.index < len(prompts)) or r.prompt_sha256 != hashes[r.index]:
-                    raise ConfigError(
-                        f"{path} holds a record for index {r.index} of a different prompt "
-                        "list; use a new file or resume=False")
-                if r.error is None:
-                    records[r.index] = r
-                else:
-                    records.pop(r.index, None)
-        elif path is not None and path.exists():
-            path.unlink()  # resume=False: start over
-        todo = [i for i in range(len(prompts)) if i not in records]
-        fh = None
-        lock = threading.Lock()
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fh = path.open("a", encoding="utf-8")
-
-        def one(i: int) -> BatchRecord:
-            t0 = time.perf_counter()
-            try:
-                d = self.score_distribution(prompts[i], key, **kwargs)
-                return BatchRecord(i, d, None, None, time.perf_counter() - t0,
-                                   hashes[i], config)
-            except LowMassError as err:
-                return BatchRecord(i, err.distribution, err.code, str(err),
-                                   time.perf_counter() - t0, hashes[i], config)
-            except LocalJudgeError as err:
-                return BatchRecord(i, None, err.code, str(err), time.perf_counter() - t0,
-                                   hashes[i], config)
-            except Exception as err:
-                logger.exception("item %d failed unexpectedly", i)
-                return BatchRecord(i, None, "backend_error", f"{type(err).__name__}: {err}",
-                                   time.perf_counter() - t0, hashes[i], config)
-
-        pool = ThreadPoolExecutor(
-            max_workers=max(1, min(self.max_concurrency * len(self.base_urls), len(todo))))
-        try:
-            futures = [pool.submit(one, i) for i in todo]
-            done_it: Iterable[Any] = as_completed(futures)
-            if show_progress:
-                from tqdm import tqdm
-
-                done_it = tqdm(done_it, total=len(futures), desc="scoring", unit="item")
-            for fut in done_it:
-                rec = fut.result()
-                records[rec.index] = rec
-                if fh is not None:
-                    with lock:
-                        fh.write(json.dumps(rec.to_dict(), allow_nan=False) + "\n")
-                        fh.flush()
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        finally:
-            if fh is not None:
-                fh.close()
-        pool.shutdown(wait=True)
-        return [records[i] for i in range(len(prompts))]
+        return score_batch(self, prompts, labels, out=out, resume=resume,
+                           show_progress=show_progress,
+                           max_workers=self.max_concurrency * len(self.base_urls), **kwargs)
 
 
 # ---- helpers ---------------------------------------------------------------------------------
 def _check_int(name: str, value: Any, lo: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise ConfigError(f"{name} must be an int >= {lo}, got {value!r}")
-
-
-def _read_error(err: urllib.error.HTTPError) -> str:
-    try:
-        return err.read(4096).decode("utf-8", errors="replace")[:300]
-    except (OSError, http.client.HTTPException, ValueError):  # a cut-short body must not
-        # hide the status
-        return str(err)
-
-
-def _retry_after_s(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date
-    (RFC 9110 §10.2.3); None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _short_repr(obj: Any) -> str:
-    r = repr(obj)
-    return r if len(r) <= 80 else r[:77] + "..."
-
-
-def _short(obj: Any) -> str:
-    return json.dumps(obj)[:300]
-
-
-def _starts_label(text: str, labels: Sequence[str]) -> bool:
-    t = normalize_token_text(text)
-    return bool(t) and any(lab.startswith(t) for lab in labels)
-
-
-def _never_continue() -> list[_Entry]:
-    raise ConfigError("continuation requests need mode='completion'")
-
-
-def _entry_id(d: Mapping[str, Any]) -> int | None:
-    v = d.get("id", d.get("token_id"))
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-_POSITIVE_SLACK = 1e-6
-"""Largest logprob (nats) above 0 accepted as float noise and read as 0."""
-_SUM_SLACK = 1e-4
-"""Largest excess of the returned top-k probabilities over 1 accepted as float noise."""
-
-
-def _entry(token_id: Any, text: Any, logprob: Any) -> _Entry:
-    """One validated top-k entry.
-
-    Raises:
-        BackendError: the logprob is not a number, is NaN or +inf, or is above 0 by more than
-            ``_POSITIVE_SLACK`` (a probability above 1); the token text is not a string.
-    """
-    if isinstance(logprob, bool) or not isinstance(logprob, (int, float)):
-        raise BackendError(f"server returned a non-numeric logprob {_short_repr(logprob)} "
-                           f"for token {text!r}")
-    try:
-        lp = float(logprob)
-    except OverflowError:
-        raise BackendError(f"server returned an out-of-range logprob "
-                           f"{_short_repr(logprob)} for token {text!r}") from None
-    if math.isnan(lp) or lp > _POSITIVE_SLACK:
-        raise BackendError(f"server returned logprob {lp!r} for token {text!r}: a logprob "
-                           "must be a number <= 0")
-    if not isinstance(text, str):
-        raise BackendError(f"server returned a non-string token {text!r}")
-    tid = token_id if isinstance(token_id, int) and not isinstance(token_id, bool) else None
-    return _Entry(tid, text, min(lp, 0.0))
-
-
-def _checked(entries: list[_Entry]) -> list[_Entry]:
-    """Entries sorted by logprob (most probable first)."""
-    entries.sort(key=lambda e: -e.logprob)
-    return entries
-
-
-def _parse_completion_logprobs(lp: Any, k: int) -> list[_Entry]:
-    """Top entries at the first generated position of a ``/v1/completions`` response.
-
-    OpenAI's legacy format (vLLM too): ``top_logprobs: [{text: logprob}]`` (keyed by text,
-    no ids). llama.cpp's server gives ``content: [{id, token, logprob, top_logprobs}]``.
-
-    Raises:
-        BackendError: no or unreadable logprobs (wrong types, NaN, logprob > 0, sum > 1).
-    """
-    if not isinstance(lp, Mapping):
-        raise BackendError(f"completion response has no logprobs object: {_short(lp)}")
-    content = lp.get("content")
-    if content:
-        if not isinstance(content, list) or not isinstance(content[0], Mapping):
-            raise BackendError(f"unreadable logprobs.content: {_short(content)}")
-        return _parse_chat_position(content[0])
-    tops = lp.get("top_logprobs")
-    if not tops:
-        raise BackendError(f"completion response has no top_logprobs: {_short(lp)}")
-    if not isinstance(tops, list):
-        raise BackendError(f"top_logprobs is not a list: {_short(tops)}")
-    first = tops[0]
-    if isinstance(first, Mapping):
-        entries = [_entry(None, t, v) for t, v in first.items()]
-    elif isinstance(first, list) and all(isinstance(d, Mapping) for d in first):
-        entries = [_entry(_entry_id(d), d.get("token", ""), d.get("logprob")) for d in first]
-    else:
-        raise BackendError(f"unreadable top_logprobs: {_short(first)}")
-    return _checked(entries)
-
-
-def _parse_chat_position(pos: Any) -> list[_Entry]:
-    """Top entries of one position of a chat ``logprobs.content`` list.
-
-    Raises:
-        BackendError: the position has neither ``top_logprobs`` nor ``logprob`` (e.g. a
-            llama.cpp request with ``post_sampling_probs``, which answers with probabilities
-            under other keys), or unreadable entries.
-    """
-    if not isinstance(pos, Mapping):
-        raise BackendError(f"unreadable logprobs position: {_short(pos)}")
-    tops = pos.get("top_logprobs")
-    if tops:
-        if not isinstance(tops, list) or not all(isinstance(d, Mapping) for d in tops):
-            raise BackendError(f"unreadable top_logprobs: {_short(tops)}")
-        entries = [_entry(_entry_id(d), d.get("token", ""), d.get("logprob")) for d in tops]
-    elif pos.get("logprob") is not None:
-        entries = [_entry(_entry_id(pos), pos.get("token", ""), pos.get("logprob"))]
-    else:
-        raise BackendError(f"logprobs position has neither top_logprobs nor logprob: "
-                           f"{_short(pos)}")
-    return _checked(entries)
-
-
-def _dedupe(entries: Sequence[_Entry]) -> tuple[list[_Entry], str]:
-    """Entries keyed by id when every entry has one (``"id"``), else by text (``"text"``).
-
-    Raises:
-        BackendError: the distinct entries' probabilities sum above 1 (+ ``_SUM_SLACK``).
-    """
-    if entries and all(e.token_id is not None for e in entries):
-        seen: dict[int | None, _Entry] = {}
-        for e in entries:
-            seen.setdefault(e.token_id, e)
-        out, match = list(seen.values()), "id"
-    else:
-        seen_t: dict[str, _Entry] = {}
-        for e in entries:
-            seen_t.setdefault(e.text, e)
-        out, match = list(seen_t.values()), "text"
-    total = math.fsum(math.exp(e.logprob) for e in out)
-    if total > 1.0 + _SUM_SLACK:
-        raise BackendError(f"server's top-k probabilities sum to {total:.6f} > 1 "
-                           f"({len(out)} distinct tokens)")
-    return out, match
-
-
-def _first_label_position(positions: Sequence[Sequence[_Entry]],
-                          labels: Sequence[str]) -> int | None:
-    """Index of the first position whose chosen (top-1) token starts a label."""
-    for i, entries in enumerate(positions):
-        if not entries:
-            continue
-        if _starts_label(entries[0].text, labels):
-            return i
-    return None
-
-
-def _label_probs(
-    labels: Sequence[str],
-    topk: Callable[[str], list[_Entry]],
-    prune_below: float,
-) -> tuple[list[float], float, float, str, list[_Entry]]:
-    """Label probabilities from top-k entries, with text continuations for long labels.
-
-    ``topk(suffix)`` returns the entries after the prompt plus ``suffix`` (raw token texts).
-    Returns (raw label probs in label order, probability not returned at the root, pruned
-    or unreturned mass below continuations, label_match, root entries). Every probability
-    is a lower bound: where the boundary rule subtracts ``Σ p(extending tokens)``, the
-    probability the server did not return is subtracted as well.
-    """
-    index = {lab: i for i, lab in enumerate(labels)}
-    probs = [0.0] * len(labels)
-    pruned = 0.0
-    matches: set[str] = set()
-    root, match = _dedupe(topk(""))
-    matches.add(match)
-    rest_root = max(0.0, 1.0 - math.fsum(math.exp(e.logprob) for e in root))
-
-    def walk(entries: Sequence[_Entry], suffix: str, done: str, p_prefix: float) -> None:
-        nonlocal pruned
-        for e in entries:
-            t = normalize_token_text(e.text) if not done else e.text
-            if not t:
-                continue
-            cand = done + t
-            full = [lab for lab in labels if lab == cand]
-            longer = [lab for lab in labels if lab != cand and lab.startswith(cand)]
-            if not full and not longer:
-                continue
-            p = p_prefix * math.exp(e.logprob)
-            if full and not longer:
-                probs[index[full[0]]] += p
-                continue
-            if p <= prune_below:
-                pruned += p
-                continue
-            nxt, m = _dedupe(topk(suffix + e.text))
-            matches.add(m)
-            unreturned = max(0.0, 1.0 - math.fsum(math.exp(x.logprob) for x in nxt))
-            if full:
-                last = cand[-1]
-                ext = math.fsum(math.exp(x.logprob) for x in nxt
-                                if x.text[:1] and ((x.text[:1].isdigit() and last.isdigit())
-                                                   or (x.text[:1].isalnum()
-                                                       and last.isalpha())))
-                probs[index[full[0]]] += p * max(0.0, 1.0 - ext - unreturned)
-            pruned += p * unreturned
-            walk(nxt, suffix + e.text, cand, p)
-
-    walk(root, "", "", 1.0)
-    return probs, rest_root, pruned, ("text" if "text" in matches else "id"), root
