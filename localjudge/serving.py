@@ -31,6 +31,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
+from localjudge.backends.base import check_int
 from localjudge.errors import BackendError, ConfigError
 from localjudge.models import cache_dir
 
@@ -69,12 +70,6 @@ def llama_server_binary() -> Path:
     raise ConfigError(
         f"no llama-server binary: run `make llama-server` (or `python "
         f"scripts/build_llama_server.py`), put llama-server on PATH, or set {LLAMA_SERVER_ENV}")
-
-
-def _check_ints(**values: Any) -> None:
-    for name, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
 
 
 class _Server:
@@ -214,7 +209,9 @@ class LlamaServer(_Server):
                  binary: str | Path | None = None, timeout_s: float = 120.0,
                  log: str | Path | None = None) -> None:
         super().__init__(timeout_s, log)
-        _check_ints(parallel=parallel, n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch)
+        for name, v in (("parallel", parallel), ("n_ctx", n_ctx), ("n_threads", n_threads),
+                        ("n_batch", n_batch)):
+            check_int(name, v, 1)
         if not Path(model).is_file():
             raise ConfigError(f"model file not found: {str(model)!r}")
         self.model = Path(model)
@@ -227,9 +224,7 @@ class LlamaServer(_Server):
         self.alias = alias
         self.cache_prompt = cache_prompt
         self.flash_attn = flash_attn
-        if isinstance(cache_ram_mib, bool) or not isinstance(cache_ram_mib, int) \
-                or cache_ram_mib < -1:
-            raise ConfigError(f"cache_ram_mib must be an int >= -1, got {cache_ram_mib!r}")
+        check_int("cache_ram_mib", cache_ram_mib, -1)
         self.cache_ram_mib = cache_ram_mib
         self._slot_dir: tempfile.TemporaryDirectory[str] | None = None
         self.extra_args = list(extra_args or [])
@@ -303,7 +298,8 @@ class LlamaCppPythonServer(_Server):
                  n_threads: int = 1, timeout_s: float = 180.0,
                  log: str | Path | None = None) -> None:
         super().__init__(timeout_s, log)
-        _check_ints(n_ctx=n_ctx, n_batch=n_batch, n_threads=n_threads)
+        for name, v in (("n_ctx", n_ctx), ("n_batch", n_batch), ("n_threads", n_threads)):
+            check_int(name, v, 1)
         if not Path(model).is_file():
             raise ConfigError(f"model file not found: {str(model)!r}")
         self.model = Path(model)

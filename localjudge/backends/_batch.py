@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from localjudge.backends._topk import _short_repr
-from localjudge.backends.base import Backend, Prompt, check_min_mass
+from localjudge.backends.base import Backend, Prompt, check_int, check_min_mass
 from localjudge.errors import ConfigError, LocalJudgeError, LowMassError
 from localjudge.records import read_jsonl_records
 from localjudge.signature import sha256_json
@@ -115,8 +115,7 @@ def score_batch(
             ``max_workers`` is not an int >= 1 or above 1 with a backend that is not
             thread-safe.
     """
-    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-        raise ConfigError(f"max_workers must be an int >= 1, got {max_workers!r}")
+    check_int("max_workers", max_workers, 1)
     if max_workers > 1 and not getattr(backend, "thread_safe", False):
         raise ConfigError(f"max_workers={max_workers} needs a thread-safe backend; "
                           f"{type(backend).__name__} is not")

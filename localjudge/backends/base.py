@@ -59,10 +59,15 @@ def check_min_mass(min_mass: Any) -> None:
         raise ConfigError(f"min_mass must be a number in [0, 1], got {min_mass!r}")
 
 
+def check_int(name: str, value: Any, lo: int) -> None:
+    """Raise ``ConfigError`` naming ``name`` unless ``value`` is an int (not bool) >= ``lo``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ConfigError(f"{name} must be an int >= {lo}, got {value!r}")
+
+
 def check_seed(seed: Any) -> None:
     """Raise ``ConfigError`` unless ``seed`` is an int (not bool) >= 0."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigError(f"seed must be an int >= 0, got {seed!r}")
+    check_int("seed", seed, 0)
 
 
 def normalize_stop(stop: Any) -> list[str]:
@@ -485,8 +490,7 @@ class Backend(ABC):
         Raises:
             ConfigError: bad ``n`` or ``temperature``; as ``score_distribution`` otherwise.
         """
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ConfigError(f"n must be an int >= 1, got {n!r}")
+        check_int("n", n, 1)
         check_seed(seed)
         _check_temperature(temperature, allow_zero=False)
         t = float(temperature)
@@ -562,8 +566,7 @@ class Backend(ABC):
             ConfigError: bad ``max_tokens`` / ``temperature`` or empty prompt.
             ContextOverflowError: the prompt plus ``max_tokens`` does not fit in n_ctx.
         """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+        check_int("max_tokens", max_tokens, 1)
         _check_temperature(temperature, allow_zero=True)
         check_seed(seed)
         stop = normalize_stop(stop)

@@ -41,7 +41,7 @@ import transformers
 
 from localjudge.backends._blocks import canonical_chunks, plan_reuse
 from localjudge.backends._resolve import looks_like_manifest_name, resolve_model_file
-from localjudge.backends.base import Backend, log_softmax
+from localjudge.backends.base import Backend, check_int, log_softmax
 from localjudge.errors import BackendError, ConfigError, ModelFileError
 from localjudge.models import MODELS_DIR, cache_dir, file_sha256, hash_file, load_manifest
 from localjudge.version import package_versions
@@ -377,11 +377,9 @@ class HFBackend(Backend):
 
         if dtype not in _DTYPES:
             raise ConfigError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}")
-        if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int)
-                                  or n_ctx < 16):
-            raise ConfigError(f"n_ctx must be an int >= 16, got {n_ctx!r}")
-        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-            raise ConfigError(f"block_size must be an int >= 1, got {block_size!r}")
+        if n_ctx is not None:
+            check_int("n_ctx", n_ctx, 16)
+        check_int("block_size", block_size, 1)
         self.block_size = block_size
         try:
             self._device = torch.device(device)

@@ -27,8 +27,8 @@ import numpy as np
 
 from localjudge.backends._blocks import canonical_chunks, plan_reuse
 from localjudge.backends._resolve import resolve_model_file
-from localjudge.backends.base import Backend, log_softmax
-from localjudge.errors import BackendError, ConfigError
+from localjudge.backends.base import Backend, check_int, log_softmax
+from localjudge.errors import BackendError
 from localjudge.version import package_versions
 
 __all__ = ["LlamaCppBackend"]
@@ -73,11 +73,9 @@ class LlamaCppBackend(Backend):
     ) -> None:
         import llama_cpp
 
-        if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int)
-                                  or n_ctx < 16):
-            raise ConfigError(f"n_ctx must be an int >= 16, got {n_ctx!r}")
-        if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-            raise ConfigError(f"block_size must be an int >= 1, got {block_size!r}")
+        if n_ctx is not None:
+            check_int("n_ctx", n_ctx, 16)
+        check_int("block_size", block_size, 1)
         n_batch = block_size
         self.block_size = block_size
         resolved = resolve_model_file(model, sha256)

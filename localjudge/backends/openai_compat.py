@@ -73,6 +73,8 @@ from localjudge.backends.base import (
     N_TOP_TOKENS,
     Backend,
     Prompt,
+    _check_temperature,
+    check_int,
     check_min_mass,
     check_seed,
     normalize_stop,
@@ -204,11 +206,11 @@ class OpenAICompatBackend(Backend):
         if chat_prefill not in ("error", "continue", "scan"):
             raise ConfigError(
                 f"chat_prefill must be 'error', 'continue' or 'scan', got {chat_prefill!r}")
-        _check_int("top_logprobs", top_logprobs, 1)
-        _check_int("max_concurrency", max_concurrency, 1)
-        _check_int("max_retries", max_retries, 0)
-        _check_int("n_ctx", n_ctx, 0)
-        _check_int("scan_tokens", scan_tokens, 1)
+        check_int("top_logprobs", top_logprobs, 1)
+        check_int("max_concurrency", max_concurrency, 1)
+        check_int("max_retries", max_retries, 0)
+        check_int("n_ctx", n_ctx, 0)
+        check_int("scan_tokens", scan_tokens, 1)
         if not (isinstance(timeout_s, (int, float)) and not isinstance(timeout_s, bool)
                 and timeout_s > 0 and math.isfinite(timeout_s)):
             raise ConfigError(f"timeout_s must be a finite number > 0, got {timeout_s!r}")
@@ -561,11 +563,8 @@ class OpenAICompatBackend(Backend):
                 ``chat_prefill="continue"``.
             BackendError: the request failed after retries or the response has no text.
         """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
-        if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
-                and math.isfinite(temperature) and temperature >= 0):
-            raise ConfigError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        check_int("max_tokens", max_tokens, 1)
+        _check_temperature(temperature, allow_zero=True)
         check_seed(seed)
         stops = normalize_stop(stop)
         common: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens,
@@ -628,7 +627,3 @@ class OpenAICompatBackend(Backend):
                            max_workers=self.max_concurrency * len(self.base_urls), **kwargs)
 
 
-# ---- helpers ---------------------------------------------------------------------------------
-def _check_int(name: str, value: Any, lo: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ConfigError(f"{name} must be an int >= {lo}, got {value!r}")

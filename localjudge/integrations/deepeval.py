@@ -37,7 +37,7 @@ import threading
 import time
 from typing import Any
 
-from localjudge.backends.base import DEFAULT_MIN_MASS, Backend, check_min_mass
+from localjudge.backends.base import DEFAULT_MIN_MASS, Backend, check_int, check_min_mass
 from localjudge.errors import ConfigError
 from localjudge.types import ScoreDistribution
 
@@ -132,10 +132,8 @@ class LocalJudgeModel(DeepEvalBaseLLM):  # type: ignore[misc,no-untyped-call,unu
                 and 0 <= score_range[0] < score_range[1]):
             raise ConfigError(f"score_range must be (lo, hi) ints, 0 <= lo < hi, "
                               f"got {score_range!r}")
-        for name, v, lo in (("reason_max_tokens", reason_max_tokens, 0),
-                            ("max_tokens", max_tokens, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise ConfigError(f"{name} must be an int >= {lo}, got {v!r}")
+        check_int("reason_max_tokens", reason_max_tokens, 0)
+        check_int("max_tokens", max_tokens, 1)
         check_min_mass(min_mass)
         self.backend = backend
         self.score_range = score_range

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from localjudge.backends.base import check_int
 from localjudge.errors import BackendError, ConfigError, LocalJudgeError
 from localjudge.judges.geval import GEval, GEvalResult, LLMTestCase
 from localjudge.records import read_jsonl_records
@@ -67,8 +68,7 @@ def evaluate(
     metrics = list(metrics)
     if not metrics:
         raise ConfigError("evaluate needs at least one metric")
-    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-        raise ConfigError(f"max_workers must be an int >= 1, got {max_workers!r}")
+    check_int("max_workers", max_workers, 1)
     unsafe = sorted({m.model.name for m in metrics
                      if not getattr(m.model, "thread_safe", False)})
     if max_workers > 1 and unsafe:
