@@ -9,14 +9,13 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from localjudge._pool import run_in_pool
 from localjudge.backends._topk import _short_repr
 from localjudge.backends.base import Backend, Prompt, check_int, check_min_mass
 from localjudge.errors import ConfigError, LocalJudgeError, LowMassError
@@ -169,7 +168,6 @@ def score_batch(
         path.unlink()  # resume=False: start over
     todo = [i for i in range(len(prompts)) if i not in records]
     fh = None
-    lock = threading.Lock()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = path.open("a", encoding="utf-8")
@@ -191,27 +189,16 @@ def score_batch(
             return BatchRecord(i, None, "backend_error", f"{type(err).__name__}: {err}",
                                time.perf_counter() - t0, hashes[i], config)
 
-    pool = ThreadPoolExecutor(
-        max_workers=max(1, min(max_workers, len(todo))))
-    try:
-        futures = [pool.submit(one, i) for i in todo]
-        done_it: Iterable[Any] = as_completed(futures)
-        if show_progress:
-            from tqdm import tqdm
+    def handle(rec: BatchRecord) -> None:
+        records[rec.index] = rec
+        if fh is not None:
+            fh.write(json.dumps(rec.to_dict(), allow_nan=False) + "\n")
+            fh.flush()
 
-            done_it = tqdm(done_it, total=len(futures), desc="scoring", unit="item")
-        for fut in done_it:
-            rec = fut.result()
-            records[rec.index] = rec
-            if fh is not None:
-                with lock:
-                    fh.write(json.dumps(rec.to_dict(), allow_nan=False) + "\n")
-                    fh.flush()
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
+    try:
+        run_in_pool(one, todo, max_workers=max_workers, on_result=handle,
+                    show_progress=show_progress, desc="scoring")
     finally:
         if fh is not None:
             fh.close()
-    pool.shutdown(wait=True)
     return [records[i] for i in range(len(prompts))]

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from localjudge._pool import run_in_pool
 from localjudge.backends.base import check_int
 from localjudge.errors import BackendError, ConfigError, LocalJudgeError
 from localjudge.judges.geval import GEval, GEvalResult, LLMTestCase
@@ -119,17 +118,15 @@ def evaluate(
         done[key] = r.with_threshold(m.threshold, m.strict_mode)
     todo = [(c, m) for c in cases for m in metrics if (c.case_id, m.name) not in done]
     fh = None
-    lock = threading.Lock()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fh = path.open("a", encoding="utf-8")
 
-    def record(rec: GEvalResult) -> None:
-        with lock:
-            done[(rec.case_id, rec.name)] = rec
-            if fh is not None:
-                fh.write(json.dumps(rec.to_dict(), allow_nan=False) + "\n")
-                fh.flush()
+    def record(rec: GEvalResult) -> None:  # always in this thread (see run_in_pool)
+        done[(rec.case_id, rec.name)] = rec
+        if fh is not None:
+            fh.write(json.dumps(rec.to_dict(), allow_nan=False) + "\n")
+            fh.flush()
 
     try:
         if max_workers == 1:
@@ -170,22 +167,8 @@ def _evaluate_parallel(todo: list[tuple[LLMTestCase, GEval]], metrics: Sequence[
             record(_error_record(case, m, failed[m.name], 0.0))
         else:
             work.append((case, m))
-    if not work:
-        return
-    pool = ThreadPoolExecutor(max_workers=min(max_workers, len(work)))
-    try:
-        futures = [pool.submit(_judge_one, c, m, stateful=False) for c, m in work]
-        done_it: Iterable[Any] = as_completed(futures)
-        if show_progress:
-            from tqdm import tqdm
-
-            done_it = tqdm(done_it, total=len(futures), desc="judging", unit="item")
-        for fut in done_it:
-            record(fut.result())
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
+    run_in_pool(lambda cm: _judge_one(*cm, stateful=False), work, max_workers=max_workers,
+                on_result=record, show_progress=show_progress, desc="judging")
 
 
 def _judge_one(case: LLMTestCase, metric: GEval, *, stateful: bool) -> GEvalResult:
