@@ -42,6 +42,19 @@ def require_module(name: str, env: str = "LOCALJUDGE_REQUIRE_MODELS"):
         pytest.skip(f"module {name!r} not installed: {err}", allow_module_level=True)
 
 
+def require_llama_server() -> Path:
+    """The ``llama-server`` binary, or skip -- or fail under ``LOCALJUDGE_REQUIRE_MODELS=1``."""
+    from localjudge.errors import ConfigError
+    from localjudge.serving import llama_server_binary
+
+    try:
+        return llama_server_binary()
+    except ConfigError as err:
+        if os.environ.get("LOCALJUDGE_REQUIRE_MODELS") == "1":
+            pytest.fail(f"llama-server binary missing: {err}")
+        pytest.skip(str(err))
+
+
 @pytest.fixture(scope="session")
 def smollm_llama():
     """SmolLM2-135M-Instruct through LlamaCppBackend (loaded once per session)."""

@@ -8,7 +8,7 @@ import json
 import math
 
 import pytest
-from conftest import SHARED_DATA, require_model, require_module
+from conftest import SHARED_DATA, require_llama_server, require_model, require_module
 
 pytestmark = pytest.mark.model
 
@@ -83,17 +83,7 @@ def test_bench_speed_openai(tmp_path, capsys):
     scored, the rows it prints are the configurations asked for, and with the prompt cache off
     the server agrees with the in-process backend (one slot per request: <= 2e-3 nats)."""
     require_model("smollm2-135m-instruct")
-    from localjudge.errors import ConfigError
-    from localjudge.serving import llama_server_binary
-
-    try:
-        llama_server_binary()
-    except ConfigError as err:
-        import os
-
-        if os.environ.get("LOCALJUDGE_REQUIRE_MODELS") == "1":
-            pytest.fail(str(err))
-        pytest.skip(str(err))
+    require_llama_server()
     from bench.speed import main
 
     assert main(["--backend", "openai", "--concurrency", "1,2", "--limit", "2",

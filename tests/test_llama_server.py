@@ -26,12 +26,11 @@ changes the float reduction order; ``localjudge.backends._blocks`` measures that
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 from _prompts import SERVER_PREFILL as PREFILL
 from _prompts import SERVER_PROMPTS as PROMPTS
-from conftest import require_model
+from conftest import require_llama_server, require_model
 
 LOGPROB_ATOL = 2e-3
 """Nats. Measured worst case 2.0e-4 at 1 request in flight (``--flash-attn off``, as the
@@ -43,16 +42,10 @@ PARALLEL_LOGPROB_ATOL = 0.25
 
 @pytest.fixture(scope="module")
 def llama_server():
-    from localjudge.errors import ConfigError
-    from localjudge.serving import LlamaServer, llama_server_binary
+    from localjudge.serving import LlamaServer
 
     path = require_model("smollm2-135m-instruct")
-    try:
-        llama_server_binary()
-    except ConfigError as err:
-        if os.environ.get("LOCALJUDGE_REQUIRE_MODELS") == "1":
-            pytest.fail(f"llama-server binary missing: {err}")
-        pytest.skip(str(err))
+    require_llama_server()
     with LlamaServer(path, parallel=4, n_ctx=4 * 512, n_threads=2, n_batch=128,
                      alias="smollm2") as srv:
         yield srv
