@@ -90,6 +90,9 @@ class _Server:
     def command(self) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _prepare(self) -> None:
+        """Set-up a subclass needs before its command line is built (run by ``start``)."""
+
     def _log_tail(self) -> str:
         if self.log_path is None or not self.log_path.is_file():
             return ""
@@ -109,6 +112,7 @@ class _Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         try:
+            self._prepare()
             if self.log_path is not None:
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
                 self._log = self.log_path.open("wb")
@@ -229,12 +233,9 @@ class LlamaServer(_Server):
         self._slot_dir: tempfile.TemporaryDirectory[str] | None = None
         self.extra_args = list(extra_args or [])
 
-    def start(self) -> Self:
-        """Start the server (see ``_Server.start``) with a private ``--slot-save-path``."""
-        if self.running:
-            raise ConfigError(f"server already running at {self.url}; stop() it first")
+    def _prepare(self) -> None:
+        """A private ``--slot-save-path`` (removed by ``stop``)."""
         self._slot_dir = tempfile.TemporaryDirectory(prefix="localjudge-slots-")
-        return super().start()
 
     def stop(self) -> None:
         """Stop the server and remove its slot folder."""
