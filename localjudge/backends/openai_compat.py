@@ -246,9 +246,6 @@ class OpenAICompatBackend(Backend):
         self.model = model
         self.top_logprobs = top_logprobs
         self.max_concurrency = max_concurrency
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max_retries
-        self.backoff_s = float(backoff_s)
         self.chat_prefill = chat_prefill
         self.scan_tokens = scan_tokens
         self._n_ctx = n_ctx
@@ -289,6 +286,21 @@ class OpenAICompatBackend(Backend):
         self.mode = mode
         self._template = chat_template
         self._label_cache: dict[tuple[str, ...], LabelMap] = {}
+
+    @property
+    def timeout_s(self) -> float:
+        """Per-attempt deadline in seconds (held by the request pool)."""
+        return self._http.timeout_s
+
+    @property
+    def max_retries(self) -> int:
+        """Retries after the first attempt."""
+        return self._http.max_retries
+
+    @property
+    def backoff_s(self) -> float:
+        """First retry backoff in seconds."""
+        return self._http.backoff_s
 
     @property
     def n_requests(self) -> int:
